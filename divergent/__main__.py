@@ -1,0 +1,3 @@
+from divergent.cli import main
+
+main()

@@ -1,0 +1,34 @@
+"""Telling the open Telemetry tabs that a run has new points, through the channel layer."""
+
+from __future__ import annotations
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+
+# Past this many points a message only says how far the run has got, and each tab reads
+# the points from the database: a channel layer is no place for a 200,000-point backlog.
+MAX_POINTS_PER_MESSAGE = 500
+
+
+def group_for(run_id: int) -> str:
+    """The one group a run's tabs listen on."""
+    return f"run-{run_id}"
+
+
+def points_message(points: list[dict], last: int) -> dict:
+    carried = points if len(points) <= MAX_POINTS_PER_MESSAGE else None
+    return {"type": "run.points", "last": last, "points": carried}
+
+
+def notify(run_id: int, message: dict) -> None:
+    layer = get_channel_layer()
+    if layer is not None:
+        async_to_sync(layer.group_send)(group_for(run_id), message)
+
+
+def notify_points(run_id: int, points: list[dict], last: int) -> None:
+    notify(run_id, points_message(points, last))
+
+
+def notify_status(run_id: int, status: str, closed: bool) -> None:
+    notify(run_id, {"type": "run.status", "status": status, "closed": closed})

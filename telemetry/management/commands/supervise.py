@@ -1,0 +1,24 @@
+"""div supervise RUN: runs a detached run's command (div run --detach starts it)."""
+
+from __future__ import annotations
+
+import sys
+
+from django.core.management.base import CommandError
+
+from telemetry import runner, services
+from telemetry.commands import DivCommand
+
+
+class Command(DivCommand):
+    help = "Runs a created run's command and records how it ended (used by div run --detach)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("run")
+
+    def handle(self, *args, run, **options):
+        try:
+            the_run = services.run_by_name(run)
+        except LookupError as e:
+            raise CommandError(str(e)) from None
+        sys.exit(runner.execute(the_run))

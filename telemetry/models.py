@@ -1,0 +1,169 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class Org(models.Model):
+    name = models.SlugField(max_length=100, unique=True)
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership")
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    org = models.ForeignKey(Org, models.CASCADE)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["org", "user"], name="one_membership_per_user_and_org")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.org}"
+
+
+class Secret(models.Model):
+    org = models.ForeignKey(Org, models.CASCADE, related_name="secrets")
+    name = models.CharField(max_length=200)
+    value = models.TextField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["org", "name"], name="one_secret_per_name_and_org")
+        ]
+
+    def __str__(self) -> str:
+        # Never the value: this is what the admin and the logs show.
+        return f"{self.org}/{self.name}"
+
+
+class Run(models.Model):
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    org = models.ForeignKey(Org, models.CASCADE, related_name="runs")
+    status = models.CharField(max_length=20, choices=Status, default=Status.RUNNING)
+    command = models.JSONField(default=list)
+    exit_code = models.IntegerField(null=True, blank=True)
+    created = models.DateTimeField(default=timezone.now)
+    started = models.DateTimeField(null=True, blank=True)
+    ended = models.DateTimeField(null=True, blank=True)
+    # The ingester's bookmark: bytes of telemetry.jsonl stored, and points so far (the last seq).
+    offset = models.BigIntegerField(default=0)
+    points = models.IntegerField(default=0)
+    telemetry_closed = models.BooleanField(default=False)
+    # The offset is inside a line already dropped as too long: skip to its newline.
+    in_long_line = models.BooleanField(default=False)
+    # Which ingester holds the run, and until when: one process at a time per run.
+    lease_owner = models.CharField(max_length=100, blank=True)
+    lease_until = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # The ingester's scan: runs whose telemetry is still open.
+            models.Index(
+                fields=["telemetry_closed"],
+                name="open_runs",
+                condition=models.Q(telemetry_closed=False),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def name(self) -> str:
+        return f"run-{self.pk}"
+
+    @property
+    def is_live(self) -> bool:
+        return self.status == self.Status.RUNNING
+
+    @property
+    def folder(self) -> Path:
+        return settings.RUNS_DIR / self.name
+
+    @property
+    def telemetry_path(self) -> Path:
+        return self.folder / "telemetry.jsonl"
+
+    @property
+    def log_path(self) -> Path:
+        return self.folder / "log"
+
+    @property
+    def files_path(self) -> Path:
+        return self.folder / "files"
+
+
+class Layout(models.Model):
+    """The run's telemetry.toml as it was when the run was created."""
+
+    run = models.OneToOneField(Run, models.CASCADE, related_name="layout")
+    source = models.TextField(blank=True)  # empty for the default layout
+    origin = models.CharField(max_length=500, blank=True)  # the file it was read from
+    parsed = models.JSONField()
+
+    def __str__(self) -> str:
+        return f"layout of {self.run}"
+
+
+class Point(models.Model):
+    run = models.ForeignKey(Run, models.CASCADE, related_name="point_set")
+    seq = models.IntegerField()  # the point's place in the run: 1-based, gap-free
+    data = models.JSONField()
+
+    class Meta:
+        constraints = [
+            # Also the index behind every read: a run's points in order, or after a seq.
+            models.UniqueConstraint(fields=["run", "seq"], name="one_point_per_seq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.seq}"
+
+
+class Key(models.Model):
+    """One key a run has written, with its stats: the key table is read from here alone."""
+
+    run = models.ForeignKey(Run, models.CASCADE, related_name="keys")
+    name = models.CharField(max_length=4096)
+    order = models.IntegerField()  # 1 for the first key the run wrote
+    count = models.IntegerField(default=0)
+    last = models.JSONField(null=True)
+    min = models.JSONField(null=True)
+    max = models.JSONField(null=True)
+    passed_over = models.IntegerField(default=0)  # values that were NaN or Infinity
+    first_passed_seq = models.IntegerField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            # Also serves the key table: a run's keys in order of first arrival.
+            models.UniqueConstraint(fields=["run", "order"], name="one_key_per_order"),
+            models.UniqueConstraint(fields=["run", "name"], name="one_key_per_name"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Drop(models.Model):
+    run = models.ForeignKey(Run, models.CASCADE, related_name="drops")
+    reason = models.CharField(max_length=40)
+    count = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "reason"], name="one_drop_count_per_reason")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.reason}: {self.count}"

@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def home(settings, tmp_path):
+    """A DIVERGENT_HOME of the test's own: runs/ and their files land in tmp_path."""
+    settings.DIVERGENT_HOME = tmp_path
+    settings.RUNS_DIR = tmp_path / "runs"
+    return tmp_path
+
+
+def database_url() -> str:
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    host = db.get("HOST") or "127.0.0.1"
+    port = db.get("PORT") or 5432
+    return f"postgres://{db.get('USER') or 'postgres'}@{host}:{port}/{db['NAME']}"
+
+
+@pytest.fixture
+def div(home, transactional_db):
+    """Runs `div …` as a user would: a process of its own, on the test's database and home."""
+    env = {**os.environ, "DIVERGENT_HOME": str(home), "DATABASE_URL": database_url()}
+
+    def run(*args: str, input: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "divergent", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            timeout=timeout,
+        )
+
+    run.env = env
+    return run
+
+
+def wait_for(condition, timeout: float = 20.0, what: str = "the condition"):
+    """Poll until condition() is truthy; fail with `what` at the deadline."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
