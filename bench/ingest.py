@@ -106,9 +106,13 @@ def write_big_file(path: Path, source: Path, size: int) -> int:
     block = source.read_bytes()
     written = 0
     with open(path, "wb") as f:
-        while written < size:
+        while size - written >= len(block):
             f.write(block)
             written += len(block)
+        # The rest of the size, cut after a newline so the file ends with a whole line.
+        rest = block[: block.rfind(b"\n", 0, size - written) + 1]
+        f.write(rest)
+        written += len(rest)
     return written
 
 
@@ -287,7 +291,7 @@ def peak_rss(work: Path, template: Path, source: Path, megabytes: float, raw: di
     peak = rss_mb(result["maxrss_kib"])
     progress(
         f"  peak RSS {peak:.0f} MB (after set-up {rss_mb(result['hwm_before_kib']):.0f} MB), "
-        f"{result['lines'] / result['seconds']:,.0f} lines/s read"
+        f"{result['lines']:,} lines at {result['lines'] / result['seconds']:,.0f} lines/s"
     )
     raw.setdefault("memory", {})[f"{megabytes:g}MB"] = {"file_bytes": size, **result}
     return peak

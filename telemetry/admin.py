@@ -77,8 +77,20 @@ class RunAdmin(admin.ModelAdmin):
     list_filter = ["status", "org"]
     list_per_page = 50
     readonly_fields = [
-        "org", "status", "command", "exit_code", "created", "started", "ended", "offset",
-        "points", "point_list", "telemetry_closed", "in_long_line", "lease_owner", "lease_until",
+        "org",
+        "status",
+        "command",
+        "exit_code",
+        "created",
+        "started",
+        "ended",
+        "offset",
+        "points",
+        "point_list",
+        "telemetry_closed",
+        "in_long_line",
+        "lease_owner",
+        "lease_until",
     ]
     fields = readonly_fields
     inlines = [LayoutInline, KeyInline, DropInline]

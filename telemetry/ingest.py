@@ -172,11 +172,14 @@ class Ingester:
     def run_forever(self, stop: threading.Event, *, until_closed: bool = False) -> None:
         """Tail until stop is set (or, with until_closed, until every run it follows is closed)."""
         while not stop.is_set():
+            started = time.monotonic()
             close_old_connections()
             if until_closed and not self.open_runs().exists():
                 return
-            if not self.tail_once():
-                stop.wait(IDLE_SECONDS)
+            self.tail_once()
+            # Paced even when busy: a batch a pass keeps the tabs' messages to a few a second,
+            # and a pass that read a full chunk has taken longer than this anyway.
+            stop.wait(max(0.0, IDLE_SECONDS - (time.monotonic() - started)))
 
 
 def _dead_here(owner: str) -> bool:

@@ -43,6 +43,14 @@ class Secret(models.Model):
         return f"{self.org}/{self.name}"
 
 
+class RunQuerySet(models.QuerySet):
+    def visible_to(self, user) -> RunQuerySet:
+        """The runs of the user's orgs: every page, API call and websocket asks this."""
+        if not user or not user.is_authenticated:
+            return self.none()
+        return self.filter(org__membership__user=user)
+
+
 class Run(models.Model):
     class Status(models.TextChoices):
         RUNNING = "running"
@@ -66,6 +74,8 @@ class Run(models.Model):
     lease_owner = models.CharField(max_length=100, blank=True)
     lease_until = models.DateTimeField(null=True, blank=True)
 
+    objects = RunQuerySet.as_manager()
+
     class Meta:
         indexes = [
             # The ingester's scan: runs whose telemetry is still open.
@@ -78,6 +88,13 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def duration(self):
+        """How long it ran, or has run so far; None before it starts."""
+        if self.started is None:
+            return None
+        return (self.ended or timezone.now()) - self.started
 
     @property
     def name(self) -> str:

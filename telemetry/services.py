@@ -6,17 +6,23 @@ import shutil
 from pathlib import Path
 
 import orjson
+from django.contrib.auth import get_user_model
+from django.contrib.auth.tokens import default_token_generator
 from django.db import connection, transaction
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.encoding import force_bytes
+from django.utils.http import urlsafe_base64_encode
 
 from telemetry import live
 from telemetry.layout import LayoutError, default_layout, parse_layout
 from telemetry.lines import notice
 from telemetry.masking import Masker
-from telemetry.models import Drop, Key, Layout, Org, Point, Run, Secret
+from telemetry.models import Drop, Key, Layout, Membership, Org, Point, Run, Secret
 from telemetry.tally import KeyStats, Tally
 
 DEFAULT_ORG = "default"
+DEFAULT_URL = "http://127.0.0.1:8000"
 LAYOUT_FILE = "telemetry.toml"
 UNKNOWN_RUN = 'there is no run "{name}"; div telemetry lists the runs'
 NO_LAYOUT_FILE = "telemetry: cannot read {path}: {why}"
@@ -25,6 +31,25 @@ NO_LAYOUT_FILE = "telemetry: cannot read {path}: {why}"
 def org_get_or_create(*, name: str = DEFAULT_ORG) -> Org:
     org, _ = Org.objects.get_or_create(name=name)
     return org
+
+
+@transaction.atomic
+def user_create(*, username: str, orgs: list[str], staff: bool = False):
+    """A user with no password, a member of each org: they log in with a one-time link."""
+    user = get_user_model().objects.create_user(username=username, password=None)
+    if staff:
+        user.is_staff = user.is_superuser = True
+        user.save(update_fields=["is_staff", "is_superuser"])
+    for name in orgs:
+        Membership.objects.create(org=org_get_or_create(name=name), user=user)
+    return user
+
+
+def login_link(*, user, base: str = DEFAULT_URL) -> str:
+    """A link that logs the user in once: logging in changes what the token was made from."""
+    uid = urlsafe_base64_encode(force_bytes(user.pk))
+    token = default_token_generator.make_token(user)
+    return base.rstrip("/") + reverse("login-link", args=[uid, token])
 
 
 def run_by_name(name: str) -> Run:

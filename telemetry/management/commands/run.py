@@ -27,7 +27,9 @@ class Command(DivCommand):
         parser.add_argument(
             "directory", help="the directory to ship; its telemetry.toml lays out the tab"
         )
-        parser.add_argument("command", nargs="*", metavar="-- COMMAND", help="what to run, after --")
+        parser.add_argument(
+            "command", nargs="*", metavar="-- COMMAND", help="what to run, after --"
+        )
         parser.add_argument("--telemetry", type=Path, metavar="FILE", help="another layout file")
         parser.add_argument("--org", help=f"the run's org (default: {services.DEFAULT_ORG})")
         parser.add_argument("--detach", action="store_true", help="print the run's name and return")

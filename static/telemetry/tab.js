@@ -1,0 +1,293 @@
+// The Telemetry tab: the stored layout's panels and stats, drawn with Plotly, kept live by a
+// websocket that resumes from the last seq the tab has.
+"use strict";
+
+const TelemetryTab = (function () {
+  const COLORS = ["#3559e0", "#e0562f", "#16a34a", "#a855f7"];
+  const RETRY_MIN = 500, RETRY_MAX = 15000;
+  const TAIL_REFETCH = 4000; // live points appended past a downsampled view before it is re-read
+
+  let name, hooks, detail;
+  let panels = []; // {spec, el, plot, note, empty, traces: {key: {x, y, total, drawn, ...}}, last, range}
+  let stats = [];
+  let sent = 0; // the last seq the tab has: the websocket resumes after it
+  let socket = null, retry = RETRY_MIN, ended = false;
+  let smoothing = 0;
+  let syncing = false;
+  let refetchTimer = null;
+  let revision = 0; // Plotly redraws arrays grown in place only when this changes
+  let recent = []; // points received live, replayed onto a panel re-read from an older snapshot
+  const RECENT_MAX = 20000;
+
+  async function start(runName, callbacks) {
+    name = runName;
+    hooks = callbacks;
+    const slider = document.getElementById("smoothing");
+    slider.addEventListener("change", () => {
+      smoothing = Number(slider.value);
+      document.getElementById("smoothing-value").textContent = smoothing ? smoothing.toFixed(2) : "off";
+      panels.forEach((p) => load(p));
+    });
+    slider.addEventListener("input", () => {
+      document.getElementById("smoothing-value").textContent = Number(slider.value) ? Number(slider.value).toFixed(2) : "off";
+    });
+    detail = await fmt.json(`/api/runs/${name}/`);
+    sent = detail.points;
+    ended = detail.closed;
+    renderStats(detail.stats);
+    await Promise.all(detail.panels.map((spec) => addPanel(spec).then(load)));
+    if (!ended) connect();
+    else note("This run has ended: what it wrote is all drawn.");
+  }
+
+  function note(text) { document.getElementById("live-note").textContent = text; }
+
+  // ---- stats -------------------------------------------------------------------------------
+  function renderStats(list) {
+    const box = document.getElementById("stats");
+    stats = list.map((s) => {
+      const value = fmt.el("div", { class: "value", text: fmt.number(s.value) });
+      const card = fmt.el("div", { class: "stat", "data-key": s.y },
+        fmt.el("div", { class: "title", text: s.title }), value,
+        fmt.el("div", { class: "reduce", text: `${s.reduce} of ${s.y}` }));
+      box.append(card);
+      return { ...s, el: value };
+    });
+  }
+
+  function updateStats(points) {
+    for (const s of stats) {
+      for (const p of points) {
+        const v = p.data[s.y];
+        if (v === undefined) continue;
+        if (s.reduce === "last" || s.value === null || s.value === undefined
+            || (s.reduce === "min" && v < s.value) || (s.reduce === "max" && v > s.value)) s.value = v;
+      }
+      s.el.textContent = fmt.number(s.value);
+    }
+  }
+
+  // ---- panels ------------------------------------------------------------------------------
+  async function addPanel(spec) {
+    const plot = fmt.el("div", { class: "plot" });
+    const noteEl = fmt.el("div", { class: "note" });
+    const empty = fmt.el("div", { class: "empty", text: "no points yet" });
+    const el = fmt.el("section", { class: spec.wide ? "panel wide" : "panel", "data-title": spec.title },
+      fmt.el("h2", { text: spec.title }), noteEl, plot, empty);
+    document.getElementById("panels").append(el);
+    const panel = { spec, el, plot, note: noteEl, empty, traces: {}, last: 0, range: null, drawn: false, tail: 0 };
+    panels.push(panel);
+    return panel;
+  }
+
+  function seriesUrl(panel) {
+    const q = new URLSearchParams();
+    for (const y of panel.spec.y) q.append("y", y);
+    if (panel.spec.x) q.set("x", panel.spec.x);
+    if (panel.range) { q.set("low", panel.range[0]); q.set("high", panel.range[1]); }
+    if (smoothing) q.set("smooth", smoothing);
+    return `/api/runs/${name}/series/?${q}`;
+  }
+
+  async function load(panel) {
+    const data = await fmt.json(seriesUrl(panel));
+    panel.last = data.last;
+    panel.tail = 0;
+    panel.traces = {};
+    for (const s of data.series) panel.traces[s.key] = s;
+    const newer = recent.filter((p) => p.seq > data.last);
+    if (newer.length) extend(panel, newer);
+    draw(panel);
+  }
+
+  function traceList(panel) {
+    const out = [];
+    panel.spec.y.forEach((key, i) => {
+      const s = panel.traces[key];
+      if (!s || !s.y.length) return;
+      const color = COLORS[i % COLORS.length];
+      const sparse = s.y.length < 60;
+      out.push({
+        type: "scatter", mode: sparse ? "lines+markers" : "lines", name: key, x: s.x, y: s.y,
+        line: { color, width: 1.5 }, marker: { size: 5, color }, opacity: s.smoothed ? 0.25 : 1,
+        hovertemplate: `${key}: %{y}<extra></extra>`, showlegend: !s.smoothed,
+      });
+      if (s.smoothed) {
+        out.push({
+          type: "scatter", mode: "lines", name: key, x: s.smoothed.x, y: s.smoothed.y,
+          line: { color, width: 2 }, hovertemplate: `${key} (smoothed): %{y}<extra></extra>`,
+        });
+      }
+    });
+    return out;
+  }
+
+  function layoutOf(panel) {
+    const spec = panel.spec;
+    const yaxis = { type: spec.scale === "log" ? "log" : "linear", automargin: true, gridcolor: "#eef0f4" };
+    if (spec.min !== null || spec.max !== null) {
+      const ys = Object.values(panel.traces).flatMap((s) => s.y);
+      const lo = spec.min !== null ? spec.min : Math.min(...ys);
+      const hi = spec.max !== null ? spec.max : Math.max(...ys);
+      if (Number.isFinite(lo) && Number.isFinite(hi)) {
+        yaxis.range = spec.scale === "log" ? [Math.log10(lo), Math.log10(hi)] : [lo, hi];
+        yaxis.autorange = false;
+      }
+    }
+    const layout = {
+      datarevision: ++revision,
+      margin: { l: 56, r: 12, t: 8, b: 36 },
+      hovermode: "x unified",
+      showlegend: spec.y.length > 1,
+      legend: { orientation: "h", y: 1.12, x: 0 },
+      xaxis: { title: { text: spec.x || "place in the run", font: { size: 11 } }, gridcolor: "#eef0f4" },
+      yaxis,
+      shapes: [],
+      paper_bgcolor: "rgba(0,0,0,0)",
+      plot_bgcolor: "rgba(0,0,0,0)",
+    };
+    if (panel.range) { layout.xaxis.range = panel.range.slice(); layout.xaxis.autorange = false; }
+    if (spec.rule !== null && spec.rule !== undefined) {
+      layout.shapes.push({
+        type: "line", xref: "paper", x0: 0, x1: 1, yref: "y", y0: spec.rule, y1: spec.rule,
+        line: { color: "#b42318", width: 1, dash: "dash" }, name: "rule",
+      });
+    }
+    return layout;
+  }
+
+  function describe(panel) {
+    const parts = [];
+    for (const key of panel.spec.y) {
+      const s = panel.traces[key];
+      if (!s || !s.total) { parts.push(`${key}: no points yet`); continue; }
+      if (s.drawn < s.total) parts.push(`${key}: ${fmt.count(s.drawn)} of ${fmt.count(s.total)} points`);
+      if (s.passed_over) {
+        const where = s.first_passed_x === null ? "" : `, first at ${panel.spec.x || "point"} ${fmt.number(s.first_passed_x)}`;
+        parts.push(`${key}: ${fmt.count(s.passed_over)} value${s.passed_over === 1 ? "" : "s"} passed over as NaN or Infinity${where}`);
+      }
+    }
+    panel.note.textContent = parts.join(" · ");
+    const anything = panel.spec.y.some((k) => panel.traces[k] && panel.traces[k].y.length);
+    panel.empty.hidden = anything;
+    panel.plot.hidden = !anything;
+    panel.el.dataset.points = String(panel.spec.y.reduce((n, k) => n + ((panel.traces[k] || {}).drawn || 0), 0));
+  }
+
+  function draw(panel) {
+    describe(panel);
+    const config = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["select2d", "lasso2d"] };
+    Plotly.react(panel.plot, traceList(panel), layoutOf(panel), config);
+    if (!panel.drawn) {
+      panel.drawn = true;
+      panel.plot.on("plotly_relayout", (ev) => zoomed(panel, ev));
+    }
+  }
+
+  // ---- zoom: panels drawn against the same x move together; a zoom re-reads that range ------
+  function zoomed(panel, ev) {
+    if (syncing) return;
+    let range = null;
+    if (ev["xaxis.range[0]"] !== undefined) range = [ev["xaxis.range[0]"], ev["xaxis.range[1]"]];
+    else if (ev["xaxis.range"]) range = ev["xaxis.range"].slice();
+    else if (!ev["xaxis.autorange"]) return;
+    syncing = true;
+    try {
+      for (const other of panels) {
+        if (other.spec.x !== panel.spec.x) continue;
+        other.range = range;
+        load(other);
+      }
+    } finally {
+      syncing = false;
+    }
+  }
+
+  // ---- live ---------------------------------------------------------------------------------
+  function connect() {
+    const scheme = location.protocol === "https:" ? "wss" : "ws";
+    socket = new WebSocket(`${scheme}://${location.host}/ws/runs/${name}/`);
+    socket.onopen = () => {
+      retry = RETRY_MIN;
+      note("Live");
+      socket.send(JSON.stringify({ after: sent }));
+    };
+    socket.onmessage = (event) => {
+      const message = JSON.parse(event.data);
+      if (message.type === "points") receive(message.points);
+      else if (message.type === "status") status(message);
+    };
+    socket.onclose = (event) => {
+      socket = null;
+      if (ended) return;
+      if (event.code === 4403) { note("This run is not yours to see."); return; }
+      note(`Reconnecting in ${Math.round(retry / 1000)} s…`);
+      setTimeout(connect, retry);
+      retry = Math.min(retry * 2, RETRY_MAX);
+    };
+  }
+
+  function status(message) {
+    hooks.onStatus(message.status, message.closed);
+    if (message.closed) {
+      ended = true;
+      note("This run has ended: what it wrote is all drawn.");
+      if (socket) socket.close();
+    }
+  }
+
+  function receive(points) {
+    if (!points.length) return;
+    const fresh = points.filter((p) => p.seq > sent);
+    if (!fresh.length) return;
+    sent = fresh[fresh.length - 1].seq;
+    recent = recent.concat(fresh);
+    if (recent.length > RECENT_MAX) recent = recent.slice(-RECENT_MAX);
+    updateStats(fresh);
+    if (detail.layout.default && fresh.some((p) => Object.keys(p.data).some((k) => !panels.some((pa) => pa.spec.y.includes(k) || pa.spec.x === k)))) {
+      addNewKeyPanels();
+    }
+    for (const panel of panels) extend(panel, fresh);
+  }
+
+  async function addNewKeyPanels() {
+    // The server lays out the default panels, as it does for the CLI: ask it, add what is new.
+    detail = await fmt.json(`/api/runs/${name}/`);
+    for (const spec of detail.panels) {
+      if (!panels.some((p) => p.spec.title === spec.title && p.spec.y.join() === spec.y.join())) {
+        await load(await addPanel(spec));
+      }
+    }
+  }
+
+  function extend(panel, points) {
+    const xKey = panel.spec.x;
+    let added = 0;
+    for (const p of points) {
+      if (p.seq <= panel.last) continue;
+      const x = xKey ? p.data[xKey] : p.seq;
+      if (x === undefined) continue; // no x: nowhere to go on this panel
+      if (panel.range && (x < panel.range[0] || x > panel.range[1])) continue;
+      for (const key of panel.spec.y) {
+        const v = p.data[key];
+        if (v === undefined) continue;
+        const s = panel.traces[key] || (panel.traces[key] = { key, x: [], y: [], total: 0, drawn: 0, passed_over: 0 });
+        s.x.push(x); s.y.push(v); s.total += 1; s.drawn += 1;
+        added += 1;
+      }
+    }
+    const last = points[points.length - 1].seq;
+    if (last > panel.last) panel.last = last;
+    if (!added) return;
+    panel.tail += added;
+    if (smoothing || panel.tail > TAIL_REFETCH) scheduleRefetch();
+    draw(panel);
+  }
+
+  function scheduleRefetch() {
+    if (refetchTimer) return;
+    refetchTimer = setTimeout(() => { refetchTimer = null; panels.forEach((p) => load(p)); }, 2000);
+  }
+
+  return { start, panels: () => panels };
+})();

@@ -1,0 +1,250 @@
+"""The REST API behind the Telemetry tab and the dashboard. docs/api.md describes it.
+
+Every view reads runs through Run.objects.visible_to(user): a run of another org is a 404,
+never a 403, so its name says nothing either.
+"""
+
+from __future__ import annotations
+
+import math
+
+from django.http import Http404
+from rest_framework.decorators import api_view
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+
+from telemetry import downsample, queries
+from telemetry.layout import KEY_PATTERN, panels_for, stats_for
+from telemetry.lines import notice
+from telemetry.models import Key, Point, Run
+
+MAX_BUCKETS = 20_000
+MAX_POINTS_PAGE = 10_000
+MAX_LOG_BYTES = 256 * 1024
+
+# What a bad query parameter says, in one place: the text of each 400.
+BAD_PARAMS = {
+    "number": '"{name}" is "{value}", which is not a number',
+    "whole": '"{name}" is "{value}", which is not a whole number from {low} to {high}',
+    "key": '"{name}" is "{value}", which is not a key a point can carry',
+    "no_y": "give one key or more to draw, like ?y=loss",
+    "too_many_y": "up to 4 keys a request: a panel draws up to 4",
+    "smooth": '"smooth" is "{value}", which is not a number from 0 to 0.999',
+    "range": '"low" is above "high"',
+}
+
+
+def visible_run(request, name: str) -> Run:
+    number = name.removeprefix("run-")
+    if not number.isdigit():
+        raise Http404
+    run = Run.objects.visible_to(request.user).select_related("layout").filter(pk=int(number))
+    found = run.first()
+    if found is None:
+        raise Http404
+    return found
+
+
+def _bad(kind: str, **values) -> ValidationError:
+    return ValidationError({"error": BAD_PARAMS[kind].format(**values)})
+
+
+def _whole(request, name: str, default: int, low: int, high: int) -> int:
+    value = request.query_params.get(name)
+    if value is None or value == "":
+        return default
+    if not value.isdigit() or not low <= int(value) <= high:
+        raise _bad("whole", name=name, value=value, low=low, high=high)
+    return int(value)
+
+
+def _number(request, name: str) -> float | None:
+    value = request.query_params.get(name)
+    if value is None or value == "":
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        raise _bad("number", name=name, value=value) from None
+    if not math.isfinite(number):
+        raise _bad("number", name=name, value=value)
+    return number
+
+
+def _key(request, name: str, value: str) -> str:
+    if not KEY_PATTERN.fullmatch(value):
+        raise _bad("key", name=name, value=value)
+    return value
+
+
+def stat_values(run: Run, keys: dict[str, Key]) -> list[dict]:
+    shown = []
+    for stat in stats_for(run.layout.parsed):
+        key = keys.get(stat["y"])
+        value = getattr(key, stat["reduce"]) if key is not None else None
+        shown.append({**stat, "value": value})
+    return shown
+
+
+def run_summary(run: Run, keys: dict[str, Key]) -> dict:
+    return {
+        "name": run.name,
+        "org": run.org.name,
+        "status": run.status,
+        "command": run.command,
+        "exit_code": run.exit_code,
+        "created": run.created,
+        "started": run.started,
+        "ended": run.ended,
+        "duration": run.duration.total_seconds() if run.duration is not None else None,
+        "points": run.points,
+        "closed": run.telemetry_closed,
+        "stats": stat_values(run, keys),
+    }
+
+
+def _keys_by_name(run: Run) -> dict[str, Key]:
+    return {k.name: k for k in queries.keys_of(run)}
+
+
+def key_row(key: Key) -> dict:
+    return {
+        "name": key.name,
+        "count": key.count,
+        "last": key.last,
+        "min": key.min,
+        "max": key.max,
+        "passed_over": key.passed_over,
+        "first_passed_seq": key.first_passed_seq,
+    }
+
+
+@api_view(["GET"])
+def runs(request):
+    found = (
+        Run.objects.visible_to(request.user)
+        .select_related("org", "layout")
+        .prefetch_related("keys")
+        .order_by("-pk")[:500]
+    )
+    return Response(
+        {"runs": [run_summary(run, {k.name: k for k in run.keys.all()}) for run in found]}
+    )
+
+
+@api_view(["GET"])
+def run_detail(request, name: str):
+    run = visible_run(request, name)
+    keys = _keys_by_name(run)
+    layout = run.layout
+    return Response(
+        {
+            **run_summary(run, keys),
+            "layout": {
+                "default": layout.parsed.get("default", False),
+                "source": layout.source,
+                "origin": layout.origin,
+            },
+            "panels": panels_for(layout.parsed, list(keys)),
+            "keys": [key_row(k) for k in keys.values()],
+            "drops": [
+                {"reason": reason, "count": count, "notice": notice(reason, count)}
+                for reason, count in queries.drops_of(run)
+            ],
+        }
+    )
+
+
+@api_view(["GET"])
+def run_keys(request, name: str):
+    run = visible_run(request, name)
+    return Response({"keys": [key_row(k) for k in queries.keys_of(run)]})
+
+
+@api_view(["GET"])
+def run_points(request, name: str):
+    """Points as stored, after a seq: the CLI's remote reads and a tab catching up."""
+    run = visible_run(request, name)
+    after = _whole(request, "after", 0, 0, 10**9)
+    limit = _whole(request, "limit", 1000, 1, MAX_POINTS_PAGE)
+    found = list(queries.points(run.pk, after=after, upto=after + limit))
+    return Response({"points": [{"seq": s, "data": d} for s, d in found], "last": run.points})
+
+
+@api_view(["GET"])
+def run_series(request, name: str):
+    """Each y key against x, downsampled to min/max buckets unless there are few points.
+
+    ?y=loss&y=eval_loss  the keys (1 to 4)
+    ?x=step              the key drawn against; left out, the point's place in the run
+    ?low=&high=          an x range (zooming in)
+    ?buckets=2000        ?raw=1 for every point
+    ?smooth=0.6          an EMA on the full-resolution series, sent beside the raw one
+    """
+    run = visible_run(request, name)
+    ys = [_key(request, "y", y) for y in request.query_params.getlist("y")]
+    if not ys:
+        raise _bad("no_y")
+    if len(ys) > 4:
+        raise _bad("too_many_y")
+    x = request.query_params.get("x") or None
+    if x is not None:
+        _key(request, "x", x)
+    low, high = _number(request, "low"), _number(request, "high")
+    if low is not None and high is not None and low > high:
+        raise _bad("range")
+    buckets = _whole(request, "buckets", downsample.BUCKETS, 10, MAX_BUCKETS)
+    raw = request.query_params.get("raw") in ("1", "true")
+    weight = _number(request, "smooth") or 0.0
+    if not 0 <= weight <= 0.999:
+        raise _bad("smooth", value=request.query_params.get("smooth"))
+
+    keys = {k.name: k for k in Key.objects.filter(run=run, name__in=ys)}
+    out = []
+    for y in ys:
+        xs, values = queries.series(run.pk, y, x, upto=run.points, low=low, high=high)
+        trace = {"key": y, "total": len(values)}
+        if weight and values:
+            sx, sy = downsample.min_max(xs, downsample.smooth(xs, values, weight), buckets)
+            trace["smoothed"] = {"x": sx, "y": sy}
+        if not raw:
+            xs, values = downsample.min_max(xs, values, buckets)
+        key = keys.get(y)
+        trace.update(
+            x=xs,
+            y=values,
+            drawn=len(values),
+            passed_over=key.passed_over if key else 0,
+            first_passed_x=_x_at(run, key.first_passed_seq, x) if key else None,
+        )
+        out.append(trace)
+    return Response({"x": x, "last": run.points, "series": out})
+
+
+def _x_at(run: Run, seq: int | None, x: str | None):
+    if seq is None or x is None:
+        return seq
+    data = Point.objects.filter(run=run, seq=seq).values_list("data", flat=True).first()
+    return (data or {}).get(x)
+
+
+@api_view(["GET"])
+def run_log(request, name: str):
+    """The masked log from a byte offset: the Log tab follows it."""
+    run = visible_run(request, name)
+    offset = _whole(request, "offset", 0, 0, 2**62)
+    try:
+        with open(run.log_path, "rb") as log:
+            log.seek(offset)
+            data = log.read(MAX_LOG_BYTES)
+    except FileNotFoundError:
+        data = b""
+    # Stop at the last whole line (or whole character) so a tab never shows half of one.
+    cut = data.rfind(b"\n") + 1 if len(data) == MAX_LOG_BYTES else len(data)
+    return Response(
+        {
+            "text": data[:cut].decode("utf-8", errors="replace"),
+            "offset": offset + cut,
+            "live": run.is_live,
+        }
+    )

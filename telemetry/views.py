@@ -1,0 +1,47 @@
+"""The pages: the runs, and a run with its Telemetry, Log and Layout tabs."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model, login
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.tokens import default_token_generator
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.utils.http import urlsafe_base64_decode
+
+from telemetry import queries
+from telemetry.lines import notice
+from telemetry.models import Run
+
+
+@login_required
+def dashboard(request):
+    return render(request, "telemetry/dashboard.html")
+
+
+@login_required
+def run_page(request, name: str):
+    number = name.removeprefix("run-")
+    run = (
+        Run.objects.visible_to(request.user)
+        .select_related("org", "layout")
+        .filter(pk=int(number) if number.isdigit() else 0)
+        .first()
+    )
+    if run is None:
+        raise Http404("no such run")
+    drops = [notice(reason, count) for reason, count in queries.drops_of(run)]
+    return render(request, "telemetry/run.html", {"run": run, "drops": drops})
+
+
+def login_link(request, uidb64: str, token: str):
+    """A one-time link from `div user add` or a first `div serve`: it works once."""
+    try:
+        user = get_user_model().objects.get(pk=int(urlsafe_base64_decode(uidb64)))
+    except (ValueError, TypeError, OverflowError, get_user_model().DoesNotExist):
+        user = None
+    # The token is tied to the user's last login, so logging in uses it up.
+    if user is None or not default_token_generator.check_token(user, token):
+        return render(request, "registration/link_used.html", status=404)
+    login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+    return redirect("dashboard")
