@@ -39,7 +39,9 @@ SECRET_KEY = os.environ.get("SECRET_KEY") or "divergent-telemetry-local-only-key
 ALLOWED_HOSTS = os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",")
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    # Not the default AdminConfig: its autodiscover would import every admin module on every
+    # `div` command; urls.py discovers them when a server starts.
+    "django.contrib.admin.apps.SimpleAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

@@ -4,6 +4,8 @@ from django.urls import path
 
 from telemetry import api, views
 
+admin.autodiscover()
+
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
     path("runs/<str:name>/", views.run_page, name="run"),

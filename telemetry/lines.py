@@ -14,6 +14,7 @@ from __future__ import annotations
 import enum
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import orjson
@@ -161,7 +162,11 @@ def _flatten(obj: dict, prefix: str, leaves: list[tuple[str, Number]]) -> None:
 
 
 def format_number(value: Number | None) -> str:
-    """A number as written: an integer as an integer, a float in Python's shortest repr."""
-    if value is None:
-        return ""
-    return repr(value)
+    """A number as written: an integer as an integer, a float in Python's shortest repr;
+    nothing for a value that is missing, never a zero."""
+    return "" if value is None else repr(value)
+
+
+def format_row(values: Iterable[Number | None]) -> list[str]:
+    """format_number over a row, inlined: `div telemetry` calls it for every point."""
+    return ["" if value is None else repr(value) for value in values]

@@ -23,34 +23,53 @@ def drops_of(run: Run) -> list[tuple[str, int]]:
     return [(reason, counts[reason]) for reason in Reason if reason in counts]
 
 
-def points(run_id: int, *, after: int = 0, upto: int | None = None) -> Iterator[tuple[int, dict]]:
-    """(seq, data) in order, after a seq: read in batches with a raw cursor, since a run's
-    200,000 points through the ORM cost more than printing them."""
+def _rows(columns: str, params: list, run_id: int, after: int, upto: int | None) -> Iterator[tuple]:
+    """(seq, *columns) of a run's points in seq order, after a seq and up to one, in batches
+    through a raw cursor: a run's 200,000 points through the ORM cost more than printing them."""
     table = Point._meta.db_table
     while True:
-        sql = f"SELECT seq, data FROM {table} WHERE run_id = %s AND seq > %s"
-        params: list = [run_id, after]
+        sql = f"SELECT seq, {columns} FROM {table} WHERE run_id = %s AND seq > %s"
+        bounds: list = [run_id, after]
         if upto is not None:
             sql += " AND seq <= %s"
-            params.append(upto)
+            bounds.append(upto)
         with connection.cursor() as cursor:
-            cursor.execute(sql + f" ORDER BY seq LIMIT {BATCH}", params)
+            cursor.execute(sql + f" ORDER BY seq LIMIT {BATCH}", [*params, *bounds])
             rows = cursor.fetchall()
-        for seq, data in rows:
-            # SQLite gives the stored text, PostgreSQL an already decoded jsonb.
-            yield seq, orjson.loads(data) if isinstance(data, (str, bytes)) else data
+        yield from rows
         if len(rows) < BATCH:
             return
         after = rows[-1][0]
 
 
-def _extract(key: str | None) -> tuple[str, list]:
+def points(run_id: int, *, after: int = 0, upto: int | None = None) -> Iterator[tuple[int, dict]]:
+    """(seq, data) in order, after a seq."""
+    for seq, data in _rows("data", [], run_id, after, upto):
+        # SQLite gives the stored text, PostgreSQL an already decoded jsonb.
+        yield seq, orjson.loads(data) if isinstance(data, (str, bytes)) else data
+
+
+def columns(
+    run_id: int, x: str | None, keys: list[str], *, after: int = 0, upto: int | None = None
+) -> Iterator[tuple]:
+    """(x, value of each key) per point, None where a point lacks one: the database pulls out
+    just these keys, where decoding whole points would cost more than printing them."""
+    sql, params = [], []
+    for key in [x, *keys]:
+        part, values = _extract(key, as_float=False)
+        sql.append(part)
+        params += values
+    for row in _rows(", ".join(sql), params, run_id, after, upto):
+        yield row[1:]
+
+
+def _extract(key: str | None, *, as_float: bool = True) -> tuple[str, list]:
     """SQL for one key of a point's data, and its parameters; None is the point's seq."""
     if key is None:
         return "seq", []
     if connection.vendor == "postgresql":
-        # jsonb -> float8 only for numbers: every stored value is one.
-        return "(data -> %s)::float8", [key]
+        # float8 for charts; the jsonb itself where an integer must stay one.
+        return ("(data -> %s)::float8" if as_float else "(data -> %s)"), [key]
     return "json_extract(data, %s)", ['$."' + key + '"']
 
 

@@ -13,7 +13,7 @@ import io
 import json
 from collections.abc import Iterable, Iterator, Sequence
 
-from telemetry.lines import Number, format_number
+from telemetry.lines import Number, format_number, format_row
 
 GAP = "  "
 # Value columns are at least this wide, so a short table reads like the spec's example.
@@ -52,18 +52,15 @@ def runs_table(runs: Iterable[tuple[str, str, int, int, str]]) -> str:
     return aligned(("name", "status", "points", "keys", "created"), rows, (0, 0, 0, 0, 0))
 
 
-def series(
-    points: Iterable[tuple[int, dict]], x: str | None, keys: Sequence[str]
-) -> Iterator[list[str]]:
-    """Rows of x then one cell per key, for the points carrying at least one of the keys.
+def series(rows: Iterable[Sequence[Number | None]]) -> Iterator[list[str]]:
+    """Rows of (x, value of each key) as cells, for the points carrying at least one of the keys.
 
     A missing value is an empty cell, never a zero; so is a missing x.
     """
-    for seq, data in points:
-        cells = [format_number(data.get(key)) for key in keys]
-        if any(cells):
-            xcell = str(seq) if x is None else format_number(data.get(x))
-            yield [xcell, *cells]
+    for row in rows:
+        cells = format_row(row)
+        if any(cells[1:]):
+            yield cells
 
 
 def header(x: str | None, keys: Sequence[str]) -> list[str]:

@@ -17,7 +17,6 @@ from telemetry.models import Key, Run
 from telemetry.services import run_by_name
 
 FOLLOW_POLL = 0.2  # seconds between looks at a followed run
-ROWS_PER_WRITE = 5_000
 FOLLOW_NEEDS_POINTS = (
     "--follow prints points as they arrive: name the keys to follow, or add --json"
 )
@@ -91,8 +90,8 @@ class Command(DivCommand):
         if json:
             wanted = set(keys) | ({x} if x else set())
 
-            def render(points):
-                for seq, data in points:
+            def render(after, upto):
+                for seq, data in queries.points(run.pk, after=after, upto=upto):
                     if keys:
                         data = {k: v for k, v in data.items() if k in wanted}
                         if not any(k in data for k in keys):
@@ -102,15 +101,15 @@ class Command(DivCommand):
             lines = tables.csv_lines if csv else tables.tsv
             self.write("".join(lines([tables.header(x, keys)])))
 
-            def render(points):
-                return lines(tables.series(points, x, keys))
+            def render(after, upto):
+                return lines(tables.series(queries.columns(run.pk, x, keys, after=after, upto=upto)))
 
         after = 0
         while True:
             run.refresh_from_db(fields=["status", "telemetry_closed", "points"])
             done = run.telemetry_closed
             upto = run.points
-            self.write_all(render(queries.points(run.pk, after=after, upto=upto)))
+            self.write_all(render(after, upto))
             after = upto
             if not follow or done:
                 return
@@ -132,11 +131,4 @@ class Command(DivCommand):
         self.out.write(text)
 
     def write_all(self, lines) -> None:
-        batch: list[str] = []
-        for line in lines:
-            batch.append(line)
-            if len(batch) >= ROWS_PER_WRITE:
-                self.out.write("".join(batch))
-                batch.clear()
-        if batch:
-            self.out.write("".join(batch))
+        self.out.writelines(lines)
