@@ -34,7 +34,9 @@ def div(home, transactional_db):
     """Runs `div …` as a user would: a process of its own, on the test's database and home."""
     env = {**os.environ, "DIVERGENT_HOME": str(home), "DATABASE_URL": database_url()}
 
-    def run(*args: str, input: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    def run(
+        *args: str, input: str | None = None, timeout: float = 60
+    ) -> subprocess.CompletedProcess:
         return subprocess.run(
             [sys.executable, "-m", "divergent", *args],
             input=input,

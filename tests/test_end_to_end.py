@@ -17,7 +17,7 @@ from tests.conftest import ROOT, wait_for
 SECRET = 'hunter2"\\x'
 
 TRAIN = textwrap.dedent(
-    r'''
+    r"""
     import json, os, time
 
     path = os.environ["DIVERGENT_TELEMETRY_PATH"]
@@ -41,7 +41,7 @@ TRAIN = textwrap.dedent(
         write("[1, 2, 3]\n")
     print("training with", token)
     print("done")
-    '''
+    """
 )
 
 
@@ -83,11 +83,7 @@ def test_a_run_of_a_real_script_prints_every_format_of_the_spec(div, project):
 
     tsv = div("telemetry", name.removeprefix("run-"), "loss", "eval.loss")
     assert tsv.stdout == (
-        "step\tloss\teval.loss\n"
-        "100\t2.31\t1.88\n"
-        "400\t0.0412\t\n"
-        "500\t0.0398\t\n"
-        "600\t0.05\t\n"
+        "step\tloss\teval.loss\n100\t2.31\t1.88\n400\t0.0412\t\n500\t0.0398\t\n600\t0.05\t\n"
     )
 
     by_seq = div("telemetry", name, "lr", "--x", "epoch")
@@ -211,8 +207,11 @@ def test_an_ingester_killed_mid_file_resumes_with_every_line_stored_once(div, ho
     services.run_finish(run=run, exit_code=0)
 
     first = subprocess.Popen(
-        [sys.executable, "-m", "divergent", "ingest"], env=div.env, cwd=ROOT,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [sys.executable, "-m", "divergent", "ingest"],
+        env=div.env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     stored = wait_for(lambda: Run.objects.get(pk=run.pk).points, what="a first batch")
     os.kill(first.pid, signal.SIGKILL)
@@ -224,7 +223,45 @@ def test_an_ingester_killed_mid_file_resumes_with_every_line_stored_once(div, ho
     assert resumed.returncode == 0, resumed.stderr
     run.refresh_from_db()
     assert (run.points, run.telemetry_closed) == (total, True)
-    steps = sorted(data["step"] for data in Point.objects.filter(run=run).values_list("data", flat=True))
+    steps = sorted(
+        data["step"] for data in Point.objects.filter(run=run).values_list("data", flat=True)
+    )
     assert steps == list(range(1, total + 1))
     assert Key.objects.get(run=run, name="step").count == total
     assert not Drop.objects.filter(run=run).exists()
+
+
+def test_follow_prints_points_as_they_arrive_and_stops_when_the_run_ends(div, project):
+    go = project / "go"
+    (project / "paced.py").write_text(
+        "import json, os, time\n"
+        "path = os.environ['DIVERGENT_TELEMETRY_PATH']\n"
+        "open(path, 'a').write(json.dumps({'step': 1, 'loss': 0.5}) + '\\n')\n"
+        "deadline = time.monotonic() + 60\n"
+        "while not os.path.exists('go') and time.monotonic() < deadline:\n"
+        "    time.sleep(0.05)\n"
+        "open(path, 'a').write(json.dumps({'step': 2, 'loss': 0.25}) + '\\n')\n"
+    )
+    launched = div("run", str(project), "--detach", "--", sys.executable, "paced.py")
+    name = launched.stdout.strip()
+    wait_for(lambda: Run.objects.filter(points=1).exists(), what="the first point")
+
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "divergent", "telemetry", name, "loss", "-f"],
+        env=div.env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert follower.stdout.readline() == "step\tloss\n"
+        assert follower.stdout.readline() == "1\t0.5\n"
+        assert follower.poll() is None, "follow stopped while the run goes on"
+        (Run.objects.get().files_path / "go").touch()
+        assert follower.stdout.readline() == "2\t0.25\n"
+        assert follower.wait(timeout=30) == 0
+    finally:
+        follower.kill()
+    assert Run.objects.get().telemetry_closed
+    assert not go.exists(), "the run worked in its shipped copy, never in DIR"
