@@ -125,10 +125,17 @@ const TelemetryTab = (function () {
   function layoutOf(panel) {
     const spec = panel.spec;
     const yaxis = { type: spec.scale === "log" ? "log" : "linear", automargin: true, gridcolor: "#eef0f4" };
-    if (spec.min !== null || spec.max !== null) {
-      const ys = Object.values(panel.traces).flatMap((s) => s.y);
-      const lo = spec.min !== null ? spec.min : Math.min(...ys);
-      const hi = spec.max !== null ? spec.max : Math.max(...ys);
+    const values = Object.values(panel.traces).flatMap((s) => s.y);
+    const flat = values.length && values.every((v) => v === values[0]) && values[0] !== 0;
+    if (flat && spec.min === null && spec.max === null && spec.scale !== "log") {
+      // Plotly pads a constant line by ±1, which draws 0.0003 on top of the zero line:
+      // centre the axis on the value instead.
+      const v = values[0], pad = Math.abs(v) / 2;
+      yaxis.range = [v - pad, v + pad];
+      yaxis.autorange = false;
+    } else if (spec.min !== null || spec.max !== null) {
+      const lo = spec.min !== null ? spec.min : values.reduce((a, b) => Math.min(a, b), Infinity);
+      const hi = spec.max !== null ? spec.max : values.reduce((a, b) => Math.max(a, b), -Infinity);
       if (Number.isFinite(lo) && Number.isFinite(hi)) {
         yaxis.range = spec.scale === "log" ? [Math.log10(lo), Math.log10(hi)] : [lo, hi];
         yaxis.autorange = false;
