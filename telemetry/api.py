@@ -6,7 +6,9 @@ never a 403, so its name says nothing either.
 
 from __future__ import annotations
 
+import codecs
 import math
+import re
 
 from django.http import Http404
 from rest_framework.decorators import api_view
@@ -18,6 +20,7 @@ from telemetry.layout import KEY_PATTERN, panels_for, stats_for
 from telemetry.lines import notice
 from telemetry.models import Key, Point, Run
 
+WHOLE = re.compile(r"[0-9]{1,18}")
 MAX_BUCKETS = 20_000
 MAX_POINTS_PAGE = 10_000
 MAX_LOG_BYTES = 256 * 1024
@@ -35,14 +38,10 @@ BAD_PARAMS = {
 
 
 def visible_run(request, name: str) -> Run:
-    number = name.removeprefix("run-")
-    if not number.isdigit():
+    run = Run.objects.visible_to(request.user).named(name).select_related("org", "layout").first()
+    if run is None:
         raise Http404
-    run = Run.objects.visible_to(request.user).select_related("layout").filter(pk=int(number))
-    found = run.first()
-    if found is None:
-        raise Http404
-    return found
+    return run
 
 
 def _bad(kind: str, **values) -> ValidationError:
@@ -53,7 +52,7 @@ def _whole(request, name: str, default: int, low: int, high: int) -> int:
     value = request.query_params.get(name)
     if value is None or value == "":
         return default
-    if not value.isdigit() or not low <= int(value) <= high:
+    if not WHOLE.fullmatch(value) or not low <= int(value) <= high:
         raise _bad("whole", name=name, value=value, low=low, high=high)
     return int(value)
 
@@ -202,11 +201,15 @@ def run_series(request, name: str):
     keys = {k.name: k for k in Key.objects.filter(run=run, name__in=ys)}
     out = []
     for y in ys:
-        xs, values = queries.series(run.pk, y, x, upto=run.points, low=low, high=high)
+        xs, values = queries.series(run.pk, y, x, upto=run.points)
+        if weight and values:
+            # Smoothed over the whole run, then cut to the range: zooming in never reshapes it.
+            sx, sy = _in_range(xs, downsample.smooth(xs, values, weight), low, high)
+            smoothed_x, smoothed_y = downsample.min_max(sx, sy, buckets)
+        xs, values = _in_range(xs, values, low, high)
         trace = {"key": y, "total": len(values)}
         if weight and values:
-            sx, sy = downsample.min_max(xs, downsample.smooth(xs, values, weight), buckets)
-            trace["smoothed"] = {"x": sx, "y": sy}
+            trace["smoothed"] = {"x": smoothed_x, "y": smoothed_y}
         if not raw:
             xs, values = downsample.min_max(xs, values, buckets)
         key = keys.get(y)
@@ -221,11 +224,31 @@ def run_series(request, name: str):
     return Response({"x": x, "last": run.points, "series": out})
 
 
+def _in_range(xs: list, ys: list, low: float | None, high: float | None) -> tuple[list, list]:
+    if low is None and high is None:
+        return xs, ys
+    lo = -math.inf if low is None else low
+    hi = math.inf if high is None else high
+    kept = [(a, b) for a, b in zip(xs, ys, strict=True) if lo <= a <= hi]
+    return [a for a, _ in kept], [b for _, b in kept]
+
+
 def _x_at(run: Run, seq: int | None, x: str | None):
     if seq is None or x is None:
         return seq
     data = Point.objects.filter(run=run, seq=seq).values_list("data", flat=True).first()
     return (data or {}).get(x)
+
+
+def _whole_text(data: bytes, *, full: bool) -> int:
+    """Where to cut a page of log so the tab never shows half a line, or half a character."""
+    if full and b"\n" in data:
+        return data.rfind(b"\n") + 1
+    # A line longer than a page (a progress bar's carriage returns) is sent in pieces, each
+    # ending on a whole UTF-8 character: what the decoder holds back is the half one.
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    decoder.decode(data)
+    return len(data) - len(decoder.getstate()[0])
 
 
 @api_view(["GET"])
@@ -239,8 +262,7 @@ def run_log(request, name: str):
             data = log.read(MAX_LOG_BYTES)
     except FileNotFoundError:
         data = b""
-    # Stop at the last whole line (or whole character) so a tab never shows half of one.
-    cut = data.rfind(b"\n") + 1 if len(data) == MAX_LOG_BYTES else len(data)
+    cut = _whole_text(data, full=len(data) == MAX_LOG_BYTES)
     return Response(
         {
             "text": data[:cut].decode("utf-8", errors="replace"),

@@ -16,6 +16,7 @@ from telemetry.models import Run
 
 NOT_YOURS = 4403
 BACKLOG_BATCH = 2000
+MAX_SEQ = 2**62
 
 
 class RunConsumer(AsyncJsonWebsocketConsumer):
@@ -73,6 +74,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
 
     @database_sync_to_async
     def points_after(self, seq: int) -> list[dict]:
+        seq = min(seq, MAX_SEQ)  # past any run, and within what the database can compare
         return [
             {"seq": s, "data": d}
             for s, d in queries.points(self.run_id, after=seq, upto=seq + BACKLOG_BATCH)

@@ -54,8 +54,9 @@ def smooth(xs: Sequence[float], ys: Sequence[float], weight: float) -> list[floa
     debias = 0.0
     previous = xs[0]
     for x, y in zip(xs, ys, strict=True):
-        gap = abs(x - previous) / typical if typical else 1.0
-        decay = weight ** max(gap, 0.0) if out else weight
+        gap = abs(x - previous) / typical
+        # Points at one x (many a point per epoch) each count as a step of their own.
+        decay = weight**gap if out and gap > 0 else weight
         average = average * decay + y * (1 - decay)
         debias = debias * decay + (1 - decay)
         out.append(average / debias if debias else y)

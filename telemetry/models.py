@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from django.conf import settings
@@ -43,7 +44,15 @@ class Secret(models.Model):
         return f"{self.org}/{self.name}"
 
 
+RUN_NAME = re.compile(r"(?:run-)?([0-9]{1,18})")
+
+
 class RunQuerySet(models.QuerySet):
+    def named(self, name: str) -> RunQuerySet:
+        """run-7 or 7; any other text names no run (ASCII digits only: "run-²" is not 2)."""
+        match = RUN_NAME.fullmatch(name)
+        return self.filter(pk=int(match[1])) if match else self.none()
+
     def visible_to(self, user) -> RunQuerySet:
         """The runs of the user's orgs: every page, API call and websocket asks this."""
         if not user or not user.is_authenticated:

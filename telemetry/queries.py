@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 
 import orjson
@@ -73,22 +72,13 @@ def _extract(key: str | None, *, as_float: bool = True) -> tuple[str, list]:
     return "json_extract(data, %s)", ['$."' + key + '"']
 
 
-def series(
-    run_id: int,
-    y: str,
-    x: str | None,
-    *,
-    upto: int,
-    low: float | None = None,
-    high: float | None = None,
-) -> tuple[list, list]:
+def series(run_id: int, y: str, x: str | None, *, upto: int) -> tuple[list, list]:
     """A key's points up to a seq as (xs, ys) in seq order, leaving off points without the x key.
 
     `upto` is the run's point count when the request began: the tab then takes live points
-    from the seq after it, with none missed and none twice.
-
-    Two values pulled out of each row in SQL and the filtering done here: asking SQLite to
-    test them too would pull each out twice.
+    from the seq after it, with none missed and none twice. Two values are pulled out of each
+    row in SQL and the filtering done here: asking SQLite to test them too would pull each
+    out twice.
     """
     x_sql, x_params = _extract(x)
     y_sql, y_params = _extract(y)
@@ -99,7 +89,5 @@ def series(
             [*x_params, *y_params, run_id, upto],
         )
         rows = cursor.fetchall()
-    lo = -math.inf if low is None else low
-    hi = math.inf if high is None else high
-    kept = [(a, b) for a, b in rows if b is not None and a is not None and lo <= a <= hi]
+    kept = [(a, b) for a, b in rows if b is not None and a is not None]
     return [a for a, _ in kept], [b for _, b in kept]

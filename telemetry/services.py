@@ -54,13 +54,10 @@ def login_link(*, user, base: str = DEFAULT_URL) -> str:
 
 def run_by_name(name: str) -> Run:
     """run-7 or 7 -> the run, or LookupError with the message to show."""
-    number = name.removeprefix("run-")
-    if not number.isdigit():
+    run = Run.objects.named(name).select_related("org").first()
+    if run is None:
         raise LookupError(UNKNOWN_RUN.format(name=name))
-    try:
-        return Run.objects.select_related("org").get(pk=int(number))
-    except Run.DoesNotExist:
-        raise LookupError(UNKNOWN_RUN.format(name=name)) from None
+    return run
 
 
 def layout_read(*, directory: Path | None, telemetry: Path | None) -> tuple[str, str, dict]:

@@ -21,13 +21,7 @@ def dashboard(request):
 
 @login_required
 def run_page(request, name: str):
-    number = name.removeprefix("run-")
-    run = (
-        Run.objects.visible_to(request.user)
-        .select_related("org", "layout")
-        .filter(pk=int(number) if number.isdigit() else 0)
-        .first()
-    )
+    run = Run.objects.visible_to(request.user).named(name).select_related("org", "layout").first()
     if run is None:
         raise Http404("no such run")
     drops = [notice(reason, count) for reason, count in queries.drops_of(run)]

@@ -102,7 +102,9 @@ class Command(DivCommand):
             self.write("".join(lines([tables.header(x, keys)])))
 
             def render(after, upto):
-                return lines(tables.series(queries.columns(run.pk, x, keys, after=after, upto=upto)))
+                return lines(
+                    tables.series(queries.columns(run.pk, x, keys, after=after, upto=upto))
+                )
 
         after = 0
         while True:
