@@ -27,6 +27,8 @@ MAX_KEYS = 256
 MAX_POINTS = 200_000
 
 Number = int | float
+# Integers the databases store as integers; wider ones are kept as floats, as orjson reads them.
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 
 
 class Reason(enum.StrEnum):
@@ -152,13 +154,24 @@ def _flatten(obj: dict, prefix: str, leaves: list[tuple[str, Number]]) -> None:
         prefix, items = stack[-1]
         for key, value in items:
             kind = type(value)
-            if kind is int or kind is float:
+            if kind is float:
                 leaves.append((prefix + key, value))
+            elif kind is int:
+                leaves.append(
+                    (prefix + key, value if INT_MIN <= value <= INT_MAX else _wide(value))
+                )
             elif kind is dict:
                 stack.append((prefix + key + ".", iter(value.items())))
                 break
         else:
             stack.pop()
+
+
+def _wide(value: int) -> float:
+    try:
+        return float(value)
+    except OverflowError:  # past any float: passed over, like 1e400
+        return math.inf if value > 0 else -math.inf
 
 
 def format_number(value: Number | None) -> str:

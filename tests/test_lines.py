@@ -134,20 +134,23 @@ def test_ints_stay_ints_and_floats_stay_floats(raw, numbers, kinds):
     assert {key: type(value) for key, value in line.numbers.items()} == kinds
 
 
-@pytest.mark.parametrize("value", [2**64, -(2**63) - 1, 10**30])
-def test_an_integer_past_64_bits_stays_the_integer_written(value):
-    # Python's json writes any int exactly; "an integer as an integer".
+@pytest.mark.parametrize("value", [2**63, 2**64, -(2**63) - 1, 10**30])
+def test_an_integer_past_64_bits_is_kept_as_a_float(value):
+    # No database column holds it as an integer: it is kept as the float it is closest to.
     line = read_line(dumps({"flos": value}))
-    assert line.numbers == {"flos": value}
-    assert type(line.numbers["flos"]) is int
-    assert format_number(line.numbers["flos"]) == str(value)
+    assert line.numbers == {"flos": float(value)}
+    assert type(line.numbers["flos"]) is float
 
 
-def test_a_deeply_nested_array_is_passed_over_and_the_rest_kept():
-    # Valid JSON, well under 4 KiB: arrays are passed over however deep they go.
+def test_an_integer_past_any_float_is_passed_over_like_infinity():
+    assert read_line(dumps({"flos": 10**400, "step": 1})) == Line({"step": 1}, ("flos",))
+
+
+def test_a_line_nested_past_1024_levels_counts_as_not_json():
+    # Valid JSON, but no JSON parser here reads it: it is dropped, and counted.
     raw = b'{"hist": ' + b"[" * 1100 + b"]" * 1100 + b', "step": 1}'
     assert len(raw) <= 4096
-    assert read_line(raw) == Line({"step": 1})
+    assert read_line(raw) is Reason.NOT_JSON
 
 
 # What is not kept: the line dropped whole
@@ -317,9 +320,9 @@ key_names = st.text(alphabet="ab_-./ü1 ", max_size=5) | st.sampled_from(["step"
 json_values = st.recursive(
     json_leaves,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(key_names, inner, max_size=5),
-    max_leaves=40,
+    max_leaves=15,
 )
-json_objects = st.dictionaries(key_names, json_values, max_size=12)
+json_objects = st.dictionaries(key_names, json_values, max_size=8)
 
 
 def json_lines() -> st.SearchStrategy[bytes]:
@@ -338,7 +341,7 @@ def assert_kept_numbers_follow_the_rules(line: Line) -> None:
         assert not GOOD_KEY.fullmatch(key), key
 
 
-@settings(max_examples=200)
+@settings(max_examples=100)
 @given(st.binary(max_size=5000) | json_lines() | st.builds(lambda b: b + b"\r", json_lines()))
 def test_any_bytes_are_read_as_a_point_or_a_reason_and_never_raise(raw):
     line = read_line(raw)
@@ -347,7 +350,7 @@ def test_any_bytes_are_read_as_a_point_or_a_reason_and_never_raise(raw):
         assert_kept_numbers_follow_the_rules(line)
 
 
-@settings(max_examples=200)
+@settings(max_examples=100)
 @given(json_lines())
 def test_any_json_line_keeps_only_finite_numbers_under_good_keys(raw):
     line = read_line(raw)
@@ -360,7 +363,9 @@ def test_any_json_line_keeps_only_finite_numbers_under_good_keys(raw):
 
 
 good_keys = st.from_regex(GOOD_KEY, fullmatch=True).filter(lambda k: len(k) <= 12)
-finite_numbers = st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+finite_numbers = st.integers(min_value=-(2**63), max_value=2**63 - 1) | st.floats(
+    allow_nan=False, allow_infinity=False
+)
 
 
 @settings(max_examples=200)

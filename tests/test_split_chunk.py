@@ -153,8 +153,8 @@ def test_lines_fed_in_any_pieces_come_out_whole_once_each_and_in_order(
         drain(size, ended=False)
     drain(len(data), ended=True)
 
+    # Still "in a long line" at the end is fine: the ingester closes an ended run's drained file.
     assert offset == len(data)
-    assert not in_long_line
     assert len(taken) == len(lines)
     for got, line in zip(taken, lines, strict=True):
         if len(line) <= 4097:

@@ -237,7 +237,7 @@ def assert_the_account_adds_up(tally: Tally, max_keys: int, max_points: int) -> 
     assert sorted(tally.first_drops) == sorted(tally.drops)
 
 
-@settings(max_examples=200)
+@settings(max_examples=100)
 @given(st.lists(lines, max_size=40))
 def test_a_run_never_keeps_more_than_256_keys(fed_lines):
     tally = Tally()
@@ -246,7 +246,7 @@ def test_a_run_never_keeps_more_than_256_keys(fed_lines):
     assert_the_account_adds_up(tally, 256, 200_000)
 
 
-@settings(max_examples=200)
+@settings(max_examples=100)
 @given(st.lists(lines, max_size=40), st.integers(1, 10), st.integers(1, 10))
 def test_a_run_never_passes_its_limits_with_the_limits_made_small(fed_lines, max_keys, max_points):
     tally = Tally()

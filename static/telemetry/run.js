@@ -43,7 +43,7 @@
     banner.hidden = false;
   }
 
-  TelemetryTab.start(name, {
+  TelemetryTab.start({
     onStatus(status, closed) {
       const badge = document.getElementById("status");
       badge.textContent = status;

@@ -19,23 +19,35 @@ const TelemetryTab = (function () {
   let recent = []; // points received live, replayed onto a panel re-read from an older snapshot
   const RECENT_MAX = 20000;
 
-  async function start(runName, callbacks) {
+  let detailRequest = null, seriesRequests = null;
+
+  function prefetch(runName) {
+    // Runs before Plotly.js is parsed: the data and the library arrive together.
     name = runName;
+    detailRequest = fmt.json(`/api/runs/${name}/`);
+    seriesRequests = detailRequest.then((d) => {
+      // One after another, top panel first: four at once would all answer late.
+      let chain = Promise.resolve();
+      return d.panels.map((spec) => (chain = chain.then(() => fmt.json(seriesUrl({ spec, range: null })))));
+    });
+  }
+
+  async function start(callbacks) {
     hooks = callbacks;
     const slider = document.getElementById("smoothing");
+    const shown = () => (Number(slider.value) ? Number(slider.value).toFixed(2) : "off");
+    slider.addEventListener("input", () => { document.getElementById("smoothing-value").textContent = shown(); });
     slider.addEventListener("change", () => {
       smoothing = Number(slider.value);
-      document.getElementById("smoothing-value").textContent = smoothing ? smoothing.toFixed(2) : "off";
       panels.forEach((p) => load(p));
     });
-    slider.addEventListener("input", () => {
-      document.getElementById("smoothing-value").textContent = Number(slider.value) ? Number(slider.value).toFixed(2) : "off";
-    });
-    detail = await fmt.json(`/api/runs/${name}/`);
+    detail = await detailRequest;
     sent = detail.points;
     ended = detail.closed;
     renderStats(detail.stats);
-    await Promise.all(detail.panels.map((spec) => addPanel(spec).then(load)));
+    const added = detail.panels.map(addPanel);
+    const requests = await seriesRequests;
+    await Promise.all(added.map((panel, i) => requests[i].then((data) => apply(panel, data))));
     if (!ended) connect();
     else note("This run has ended: what it wrote is all drawn.");
   }
@@ -68,7 +80,7 @@ const TelemetryTab = (function () {
   }
 
   // ---- panels ------------------------------------------------------------------------------
-  async function addPanel(spec) {
+  function addPanel(spec) {
     const plot = fmt.el("div", { class: "plot" });
     const noteEl = fmt.el("div", { class: "note" });
     const empty = fmt.el("div", { class: "empty", text: "no points yet" });
@@ -90,7 +102,10 @@ const TelemetryTab = (function () {
   }
 
   async function load(panel) {
-    const data = await fmt.json(seriesUrl(panel));
+    apply(panel, await fmt.json(seriesUrl(panel)));
+  }
+
+  function apply(panel, data) {
     panel.last = data.last;
     panel.tail = 0;
     panel.traces = {};
@@ -262,7 +277,7 @@ const TelemetryTab = (function () {
     detail = await fmt.json(`/api/runs/${name}/`);
     for (const spec of detail.panels) {
       if (!panels.some((p) => p.spec.title === spec.title && p.spec.y.join() === spec.y.join())) {
-        await load(await addPanel(spec));
+        await load(addPanel(spec));
       }
     }
   }
@@ -296,5 +311,7 @@ const TelemetryTab = (function () {
     refetchTimer = setTimeout(() => { refetchTimer = null; panels.forEach((p) => load(p)); }, 2000);
   }
 
-  return { start, panels: () => panels };
+  return { prefetch, start, panels: () => panels };
 })();
+
+TelemetryTab.prefetch(document.getElementById("run").dataset.name);
