@@ -31,8 +31,13 @@ def main(argv: list[str] | None = None) -> None:
         sys.stdout.write(USAGE)
         return
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "divergent.settings")
-    from django.core.management import execute_from_command_line
+    import django
+    from django.core.management import execute_from_command_line, get_commands
 
+    django.setup()
+    if not argv[0].startswith("-") and argv[0] not in get_commands():
+        sys.stderr.write(f'div: there is no command "{argv[0]}"; div help lists them\n')
+        sys.exit(2)
     execute_from_command_line(["div", *argv])
 
 

@@ -179,6 +179,11 @@ def test_bad_input_gets_one_line_and_a_non_zero_exit(div):
     assert unknown_flag.stderr == (
         "div telemetry: unrecognized arguments: --bogus; div telemetry --help lists the options\n"
     )
+    unknown_command = div("telemtry", "run-1")
+    assert (unknown_command.returncode, unknown_command.stderr) == (
+        2,
+        'div: there is no command "telemtry"; div help lists them\n',
+    )
     no_command = div("run", ".")
     assert no_command.returncode == 1
     assert "Traceback" not in no_command.stderr
