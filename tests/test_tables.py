@@ -41,7 +41,7 @@ def table(points: list[tuple[int, dict]], x: str | None, keys: list[str]) -> lis
     columns = [
         (seq if x is None else data.get(x), *(data.get(k) for k in keys)) for seq, data in points
     ]
-    return list(series(columns))
+    return [line.removesuffix("\n").split("\t") for line in series(columns)]
 
 
 def column_starts(line: str) -> list[int]:
@@ -133,8 +133,14 @@ def test_a_point_missing_a_key_has_an_empty_cell_never_a_zero():
 
 
 def test_series_formats_each_row_and_leaves_out_a_row_with_no_value():
-    rows = [(1, 2.31, None), (2, None, None), (3, None, 0.5), (None, 0, None)]
-    assert list(series(rows)) == [["1", "2.31", ""], ["3", "", "0.5"], ["", "0", ""]]
+    rows = [(1, 2.31, None), (2, None, None), (3, None, 0.5), (None, 0, None), (4, 1e-07, 5)]
+    assert list(series(rows)) == ["1\t2.31\t\n", "3\t\t0.5\n", "\t0\t\n", "4\t1e-07\t5\n"]
+
+
+def test_series_with_commas_is_what_csv_writes_for_the_same_cells():
+    rows = [(1, 2.31, None), (2, -0.5, 3), (None, 0, None)]
+    cells = [line.removesuffix("\n").split("\t") for line in series(rows)]
+    assert list(series(rows, sep=",")) == list(csv_lines(cells))
 
 
 def test_only_points_carrying_at_least_one_of_the_keys_get_a_row():

@@ -98,13 +98,11 @@ class Command(DivCommand):
                             continue
                     yield tables.json_line(seq, data)
         else:
-            lines = tables.csv_lines if csv else tables.tsv
-            self.write("".join(lines([tables.header(x, keys)])))
+            self.write("".join((tables.csv_lines if csv else tables.tsv)([tables.header(x, keys)])))
 
             def render(after, upto):
-                return lines(
-                    tables.series(queries.columns(run.pk, x, keys, after=after, upto=upto))
-                )
+                rows = queries.columns(run.pk, x, keys, after=after, upto=upto)
+                return tables.series(rows, sep="," if csv else "\t")
 
         after = 0
         while True:
