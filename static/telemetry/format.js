@@ -16,11 +16,18 @@ const fmt = {
     const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), r = s % 60;
     return h ? `${h}h ${m}m` : m ? `${m}m ${r}s` : `${r}s`;
   },
-  time(iso) {
+  // Every time on the pages is the reader's local time, formatted here and only here.
+  time(iso, { seconds = false } = {}) {
     if (!iso) return "—";
     const d = new Date(iso);
     const p = (n) => String(n).padStart(2, "0");
-    return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}`;
+    const hm = `${p(d.getHours())}:${p(d.getMinutes())}${seconds ? `:${p(d.getSeconds())}` : ""}`;
+    return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${hm}`;
+  },
+  // A <time datetime> element showing that time; the server renders the same in its own zone.
+  timeEl(iso) {
+    if (!iso) return "—";
+    return fmt.el("time", { datetime: iso, text: fmt.time(iso, { seconds: true }) });
   },
   async json(url) {
     const r = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });

@@ -4,6 +4,7 @@
 (function () {
   const head = document.getElementById("run");
   const name = head.dataset.name;
+  for (const t of head.querySelectorAll("time[datetime]")) t.textContent = fmt.time(t.getAttribute("datetime"), { seconds: true });
 
   for (const button of document.querySelectorAll(".tabs button")) {
     button.addEventListener("click", () => {
@@ -36,7 +37,7 @@
   async function showEnd() {
     const run = await fmt.json(`/api/runs/${name}/`);
     document.getElementById("exit-code").textContent = run.exit_code === null ? "—" : run.exit_code;
-    document.getElementById("ended").textContent = fmt.time(run.ended);
+    document.getElementById("ended").replaceChildren(fmt.timeEl(run.ended));
     document.getElementById("drops").replaceChildren(...run.drops.map((d) => fmt.el("li", { text: d.notice })));
     const banner = document.getElementById("ended-banner");
     banner.textContent = run.exit_code === null ? "This run has ended." : `This run has ended (exit code ${run.exit_code}).`;

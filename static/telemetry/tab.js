@@ -125,12 +125,13 @@ const TelemetryTab = (function () {
       out.push({
         type: "scatter", mode: sparse ? "lines+markers" : "lines", name: key, x: s.x, y: s.y,
         line: { color, width: 1.5 }, marker: { size: 5, color }, opacity: s.smoothed ? 0.25 : 1,
-        hovertemplate: `${key}: %{y}<extra></extra>`, showlegend: !s.smoothed,
+        // Each value with its own x: a sparse key's nearest point may sit elsewhere than the cursor.
+        hovertemplate: `${key}: %{y} at %{x}<extra></extra>`, showlegend: !s.smoothed,
       });
       if (s.smoothed) {
         out.push({
           type: "scatter", mode: "lines", name: key, x: s.smoothed.x, y: s.smoothed.y,
-          line: { color, width: 2 }, hovertemplate: `${key} (smoothed): %{y}<extra></extra>`,
+          line: { color, width: 2 }, hovertemplate: `${key} (smoothed): %{y} at %{x}<extra></extra>`,
         });
       }
     });
@@ -140,6 +141,8 @@ const TelemetryTab = (function () {
   function layoutOf(panel) {
     const spec = panel.spec;
     const yaxis = { type: spec.scale === "log" ? "log" : "linear", automargin: true, gridcolor: "#eef0f4" };
+    // Plotly labels a log axis's 2s and 5s with a bare digit: 1, 2 and 5 of each decade, in full.
+    if (spec.scale === "log") Object.assign(yaxis, { dtick: "D2", tickformat: "~g" });
     const values = Object.values(panel.traces).flatMap((s) => s.y);
     const flat = values.length && values.every((v) => v === values[0]) && values[0] !== 0;
     if (flat && spec.min === null && spec.max === null && spec.scale !== "log") {
@@ -162,7 +165,7 @@ const TelemetryTab = (function () {
       hovermode: "x unified",
       showlegend: spec.y.length > 1,
       legend: { orientation: "h", y: 1.12, x: 0 },
-      xaxis: { title: { text: spec.x || "place in the run", font: { size: 11 } }, gridcolor: "#eef0f4" },
+      xaxis: { title: { text: spec.x || "place in the run", font: { size: 11 } }, gridcolor: "#eef0f4", zeroline: false },
       yaxis,
       shapes: [],
       paper_bgcolor: "rgba(0,0,0,0)",

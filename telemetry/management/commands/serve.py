@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import threading
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
+from django.core.management.base import CommandError
 from django.db import close_old_connections
 
 from telemetry import demo as demo_run
@@ -30,38 +32,64 @@ class Command(DivCommand):
         )
 
     def handle(self, *args, host, port, demo: bool = False, **options):
-        from daphne.endpoints import build_endpoint_description_strings
-        from daphne.server import Server
-        from twisted.internet import reactor
-
-        from divergent.asgi import application
-
-        presence = ingester_present()
-        presence.__enter__()  # before the demo starts, so its supervisor leaves ingesting to us
+        _check_free(host, port)
         url = f"http://{host if host not in ('0.0.0.0', '::') else '127.0.0.1'}:{port}"
-        out = self.stdout
-        if not get_user_model().objects.exists():
-            user = services.user_create(username="admin", orgs=[services.DEFAULT_ORG], staff=True)
-            out.write("No user yet: made one. Log in, once, with this link:")
-            out.write("  " + services.login_link(user=user, base=url))
-        if demo:
-            run = demo_run.start()
-            out.write(f"Demo run {run.name} is streaming: {url}/runs/{run.name}/")
-        out.write(f"Serving {url}/ (Ctrl-C stops)")
-        out._out.flush()
+        # Held before the demo starts, so its supervisor leaves the ingesting to this process.
+        with ingester_present():
+            if not get_user_model().objects.exists():
+                user = services.user_create(
+                    username="admin", orgs=[services.DEFAULT_ORG], staff=True
+                )
+                self.stdout.write("No user yet: made one. Log in, once, with this link:")
+                self.stdout.write("  " + services.login_link(user=user, base=url))
+            if demo:
+                run = demo_run.start()
+                self.stdout.write(f"Demo run {run.name} is streaming: {url}/runs/{run.name}/")
+            self.stdout.write(f"Serving {url}/ (Ctrl-C stops)")
+            self.stdout.flush()
+            serve(host, port)
 
-        stop = threading.Event()
-        reactor.callWhenRunning(lambda: asyncio.ensure_future(ingest_forever(stop)))
+
+def serve(host: str, port: int) -> None:
+    from daphne.endpoints import build_endpoint_description_strings
+    from daphne.server import Server
+    from twisted.internet import reactor
+    from twisted.internet.defer import Deferred
+
+    from divergent.asgi import application
+
+    stop = threading.Event()
+    ingesting = {}
+
+    def begin():
+        ingesting["task"] = asyncio.ensure_future(ingest_forever(stop))
+
+    def finish():
+        # The pass under way ends while the loop still runs: its notices need the loop.
+        stop.set()
+        if "task" in ingesting:
+            return Deferred.fromFuture(ingesting["task"])
+
+    reactor.callWhenRunning(begin)
+    reactor.addSystemEventTrigger("before", "shutdown", finish)
+    Server(
+        application=application,
+        endpoints=build_endpoint_description_strings(host=host, port=port),
+        signal_handlers=True,
+        verbosity=0,
+    ).run()
+
+
+def _check_free(host: str, port: int) -> None:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            Server(
-                application=application,
-                endpoints=build_endpoint_description_strings(host=host, port=port),
-                signal_handlers=True,
-                verbosity=0,
-            ).run()
-        finally:
-            stop.set()
-            presence.__exit__(None, None, None)
+            probe.bind((host, port))
+        except OSError as e:
+            raise CommandError(
+                f"cannot serve on {host}:{port}: {e.strerror}; pick another --port"
+            ) from None
 
 
 async def ingest_forever(stop: threading.Event) -> None:
