@@ -58,8 +58,14 @@ def columns(
         part, values = _extract(key, as_float=False)
         sql.append(part)
         params += values
-    for row in _rows(", ".join(sql), params, run_id, after, upto):
-        yield row[1:]
+    rows = _rows(", ".join(sql), params, run_id, after, upto)
+    if connection.vendor == "postgresql":
+        # Django reads jsonb as its text: 41200 stays an integer, 0.0412 a float.
+        for row in rows:
+            yield tuple(None if v is None else orjson.loads(v) for v in row[1:])
+    else:
+        for row in rows:
+            yield row[1:]
 
 
 def _extract(key: str | None, *, as_float: bool = True) -> tuple[str, list]:

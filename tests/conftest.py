@@ -60,3 +60,12 @@ def wait_for(condition, timeout: float = 20.0, what: str = "the condition"):
             return value
         time.sleep(0.02)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
+    """Connections are closed after each use in tests: a connection kept open by a worker
+    thread would stop PostgreSQL from dropping the test database at the end."""
+    from django.conf import settings
+
+    settings.DATABASES["default"]["CONN_MAX_AGE"] = 0

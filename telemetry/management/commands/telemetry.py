@@ -64,7 +64,7 @@ class Command(DivCommand):
             for key in [*([x_key] if x_key else []), *keys]:
                 if key not in written:
                     self.note_missing(run, key, written)
-            self.print_points(run, x, list(keys), csv=csv, json=json, follow=follow)
+            self.print_points(run, x, list(keys), written, csv=csv, json=json, follow=follow)
         self.print_drops(run)
 
     def print_runs(self) -> None:
@@ -85,10 +85,25 @@ class Command(DivCommand):
         )
 
     def print_points(
-        self, run: Run, x: str | None, keys: list[str], *, csv: bool, json: bool, follow: bool
+        self,
+        run: Run,
+        x: str | None,
+        keys: list[str],
+        written: list[str],
+        *,
+        csv: bool,
+        json: bool,
+        follow: bool,
     ) -> None:
         if json:
             wanted = set(keys) | ({x} if x else set())
+            # Each point's keys in the order the run first wrote them, on every database
+            # (PostgreSQL's jsonb keeps no order of its own).
+            rank = {name: i for i, name in enumerate(written)}
+            later = len(rank)  # a key first written while following comes after the rest
+
+            def order(key: str) -> int:
+                return rank.get(key, later)
 
             def render(after, upto):
                 for seq, data in queries.points(run.pk, after=after, upto=upto):
@@ -96,7 +111,7 @@ class Command(DivCommand):
                         data = {k: v for k, v in data.items() if k in wanted}
                         if not any(k in data for k in keys):
                             continue
-                    yield tables.json_line(seq, data)
+                    yield tables.json_line(seq, {k: data[k] for k in sorted(data, key=order)})
         else:
             self.write("".join((tables.csv_lines if csv else tables.tsv)([tables.header(x, keys)])))
 
