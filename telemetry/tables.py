@@ -52,23 +52,23 @@ def runs_table(runs: Iterable[tuple[str, str, int, int, str]]) -> str:
     return aligned(("name", "status", "points", "keys", "created"), rows, (0, 0, 0, 0, 0))
 
 
-def series(rows: Iterable[Sequence[Number | None]], sep: str = "\t") -> Iterator[str]:
-    """Lines of x then one cell per key, for the points carrying at least one of the keys.
+def series(rows: Sequence[Sequence[Number | None]], sep: str = "\t") -> list[str]:
+    """Lines of x then one cell per key, for the rows carrying at least one of the keys.
 
     A missing value is an empty cell, never a zero; so is a missing x. A number never needs
     quoting in CSV, so the same lines serve both forms. A row with every value is formatted in
-    one step: this runs for each of a run's 200,000 points.
+    one step, a list at a time: this runs for each of a run's 200,000 points.
     """
-    whole = None
-    for row in rows:
-        if None in row:
-            cells = format_row(row)
-            if any(cells[1:]):
-                yield sep.join(cells) + "\n"
-        else:
-            if whole is None:
-                whole = sep.join(["%r"] * len(row)) + "\n"  # %r is format_number's repr
-            yield whole % tuple(row)
+    if not rows:
+        return []
+    whole = sep.join(["%r"] * len(rows[0])) + "\n"  # %r is format_number's repr
+    lines = [whole % row if None not in row else _partial(row, sep) for row in rows]
+    return [line for line in lines if line] if "" in lines else lines
+
+
+def _partial(row: Sequence[Number | None], sep: str) -> str:
+    cells = format_row(row)
+    return sep.join(cells) + "\n" if any(cells[1:]) else ""
 
 
 def header(x: str | None, keys: Sequence[str]) -> list[str]:

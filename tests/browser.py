@@ -179,11 +179,11 @@ def stop(process: subprocess.Popen) -> bool:
         return True
 
 
-def serve(env: dict, output: Path, *, deadline: float = 30) -> Server:
-    """`div serve` on a free port, once it answers. A port taken between finding it free and
-    the server listening on it (daphne then says "Listen failure" and exits) gets another."""
+def serve(env: dict, output: Path, *, deadline: float = 30, port: int | None = None) -> Server:
+    """`div serve` on a free port (or the one given), once it answers. A port taken between
+    finding it free and the server listening on it gets another."""
     for _ in range(3):
-        port = free_port()
+        port = port or free_port()
         with open(output, "wb") as out:
             process = subprocess.Popen(
                 [sys.executable, "-m", "divergent", "serve", "--port", str(port)],
@@ -204,6 +204,7 @@ def serve(env: dict, output: Path, *, deadline: float = 30) -> Server:
             return served
         if "Address already in use" not in served.said():
             raise AssertionError(f"div serve exited with {process.returncode}:\n{served.said()}")
+        port = None
     raise AssertionError(f"div serve found no free port in 3 tries:\n{served.said()}")
 
 
@@ -222,8 +223,6 @@ def server(div, alice, tmp_path):
         yield served
     finally:
         if stop(served.process):
-            # Seen about once in 15 stops: the ingester's thread blocked in live.notify's
-            # async_to_sync on the loop that had just stopped, and the exit waits on it.
             warnings.warn("div serve did not stop within 5 s of SIGTERM: killed", stacklevel=1)
     assert "Log in, once" not in served.said(), "the server made a user though alice existed"
 

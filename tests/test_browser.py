@@ -31,8 +31,10 @@ from tests.browser import (  # noqa: F401  (fixtures)
     orm_beside_playwright,
     plot,
     screenshot,
+    serve,
     server,
     spec_run,
+    stop,
     tab,
     trace,
 )
@@ -165,6 +167,32 @@ def test_new_lines_are_drawn_without_a_reload(tab, spec_run):
     expect(card).to_have_text("161.5")
     expect(tab.locator("#live-note")).to_have_text("Live")
     assert max(latencies) < 5000
+
+
+def test_a_tab_resumes_after_its_server_restarts_with_no_gap_and_no_duplicate(
+    tab, server, spec_run, div, tmp_path
+):
+    expect(tab.locator("#live-note")).to_have_text("Live")
+    spec_run.write({"step": 510, "loss": loss_at(510)})
+    tab.wait_for_function(WAIT_FOR_STEP, arg=510)
+
+    stop(server.process)
+    expect(tab.locator("#live-note")).to_contain_text("Reconnecting")
+    spec_run.write(*({"step": s, "loss": loss_at(s)} for s in (520, 530)))
+    restarted = serve(div.env, tmp_path / "restarted.out", port=server.port)
+    try:
+        spec_run.write({"step": 540, "loss": loss_at(540)})
+        tab.wait_for_function(WAIT_FOR_STEP, arg=540, timeout=30_000)
+        expect(tab.locator("#live-note")).to_have_text("Live")
+        assert trace(tab, "Loss", "loss")["x"] == [*STEPS, 510, 520, 530, 540]
+    finally:
+        stop(restarted.process)
+
+
+WAIT_FOR_STEP = """(step) => {
+    const loss = document.querySelector("section.panel[data-title='Loss'] .plot").data[0];
+    return loss.x.includes(step);
+}"""
 
 
 def test_the_run_ending_shows_succeeded_and_the_ended_banner(tab, spec_run):

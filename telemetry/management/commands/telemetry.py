@@ -116,8 +116,8 @@ class Command(DivCommand):
             self.write("".join((tables.csv_lines if csv else tables.tsv)([tables.header(x, keys)])))
 
             def render(after, upto):
-                rows = queries.columns(run.pk, x, keys, after=after, upto=upto)
-                return tables.series(rows, sep="," if csv else "\t")
+                for rows in queries.column_batches(run.pk, x, keys, after=after, upto=upto):
+                    yield "".join(tables.series(rows, sep="," if csv else "\t"))
 
         after = 0
         while True:
