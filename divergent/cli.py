@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 
@@ -36,9 +35,6 @@ def main(argv: list[str] | None = None) -> None:
     from django.core.management import execute_from_command_line, get_commands
 
     django.setup()
-    # What set-up loaded lives as long as the command: the collector need never scan it again,
-    # which matters when div telemetry reads 200,000 points.
-    gc.freeze()
     if not argv[0].startswith("-") and argv[0] not in get_commands():
         sys.stderr.write(f'div: there is no command "{argv[0]}"; div help lists them\n')
         sys.exit(2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -18,6 +19,9 @@ class DivCommand(BaseCommand):
     migrates = False
 
     def run_from_argv(self, argv: list[str]) -> None:
+        # What set-up loaded lives as long as the command: the collector need never scan it
+        # again, which matters when div telemetry reads 200,000 points.
+        gc.freeze()
         # Not Django's: a usage error or a failure is one line on stderr, never a traceback.
         parser = self.create_parser(argv[0], argv[1])
         name = f"div {argv[1]}"

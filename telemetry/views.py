@@ -9,8 +9,7 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.utils.http import urlsafe_base64_decode
 
-from telemetry import queries
-from telemetry.lines import notice
+from telemetry.api import detail_of
 from telemetry.models import Run
 
 
@@ -24,8 +23,9 @@ def run_page(request, name: str):
     run = Run.objects.visible_to(request.user).named(name).select_related("org", "layout").first()
     if run is None:
         raise Http404("no such run")
-    drops = [notice(reason, count) for reason, count in queries.drops_of(run)]
-    return render(request, "telemetry/run.html", {"run": run, "drops": drops})
+    detail = detail_of(run)
+    drops = [drop["notice"] for drop in detail["drops"]]
+    return render(request, "telemetry/run.html", {"run": run, "drops": drops, "detail": detail})
 
 
 def login_link(request, uidb64: str, token: str):

@@ -19,16 +19,19 @@ const TelemetryTab = (function () {
   let recent = []; // points received live, replayed onto a panel re-read from an older snapshot
   const RECENT_MAX = 20000;
 
-  let detailRequest = null, seriesRequests = null;
+  let seriesRequests = null;
 
   function prefetch(runName) {
-    // Runs before Plotly.js is parsed: the data and the library arrive together.
+    // Runs before Plotly.js is parsed, from the run the page embeds: the top panel's data and
+    // the library arrive together. The others follow one at a time, since the server works on
+    // requests side by side and four at once would all answer late.
     name = runName;
-    detailRequest = fmt.json(`/api/runs/${name}/`);
-    seriesRequests = detailRequest.then((d) => {
-      // One after another, top panel first: four at once would all answer late.
-      let chain = Promise.resolve();
-      return d.panels.map((spec) => (chain = chain.then(() => fmt.json(seriesUrl({ spec, range: null })))));
+    detail = JSON.parse(document.getElementById("run-detail").textContent);
+    let previous = null;
+    seriesRequests = detail.panels.map((spec) => {
+      const ask = () => fmt.json(seriesUrl({ spec, range: null }));
+      previous = previous ? previous.then(ask, ask) : ask();
+      return previous;
     });
   }
 
@@ -41,13 +44,11 @@ const TelemetryTab = (function () {
       smoothing = Number(slider.value);
       panels.forEach((p) => load(p));
     });
-    detail = await detailRequest;
     sent = detail.points;
     ended = detail.closed;
     renderStats(detail.stats);
     const added = detail.panels.map(addPanel);
-    const requests = await seriesRequests;
-    await Promise.all(added.map((panel, i) => requests[i].then((data) => apply(panel, data))));
+    await Promise.all(added.map((panel, i) => seriesRequests[i].then((data) => apply(panel, data))));
     if (!ended) connect();
     else note("This run has ended: what it wrote is all drawn.");
   }
