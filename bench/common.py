@@ -14,8 +14,10 @@ import sqlite3
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -121,17 +123,19 @@ def rss_mb(kib: int) -> float:
 
 @dataclass
 class Row:
+    """A row of a summary. met is None for a figure reported without a target."""
+
     figure: str
     value: str
     floor: str
     ratio: float | None
     target: str
-    met: bool
+    met: bool | None
 
 
-def table(rows: Sequence[Row]) -> str:
-    """The summary, aligned like `div telemetry`'s tables."""
-    header = ("figure", "value", "floor", "ratio", "target", "met?")
+def table(rows: Sequence[Row], floor: str = "floor") -> str:
+    """The summary, aligned like `div telemetry`'s tables; FLOOR names the third column."""
+    header = ("figure", "value", floor, "ratio", "target", "met?")
     cells = [
         (
             r.figure,
@@ -139,7 +143,7 @@ def table(rows: Sequence[Row]) -> str:
             r.floor,
             "" if r.ratio is None else f"{r.ratio:.2f}x",
             r.target,
-            "yes" if r.met else "NO",
+            "—" if r.met is None else "yes" if r.met else "NO",
         )
         for r in rows
     ]
@@ -164,3 +168,16 @@ def write_json(name: str, rows: Sequence[Row], extra: dict) -> Path:
     payload = {"machine": machine(), "rows": [asdict(r) for r in rows], **extra}
     path.write_text(json.dumps(payload, indent=2) + "\n")
     return path
+
+
+@contextmanager
+def scratch(prefix: str, tmp: str | None, keep: bool) -> Iterator[Path]:
+    """A scratch directory for one benchmark, removed at the end unless kept."""
+    work = Path(tempfile.mkdtemp(prefix=prefix, dir=tmp))
+    try:
+        yield work
+    finally:
+        if keep:
+            progress(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)

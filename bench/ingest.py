@@ -22,7 +22,6 @@ import resource
 import shutil
 import sqlite3
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -37,6 +36,7 @@ from common import (
     place,
     progress,
     rss_mb,
+    scratch,
     spread,
     sqlite_bytes,
     table,
@@ -468,15 +468,9 @@ def main() -> None:
     if args.child:
         run_child(args)
         return
-    work = Path(tempfile.mkdtemp(prefix="div-bench-", dir=args.tmp))
     started = time.monotonic()
-    try:
+    with scratch("div-bench-", args.tmp, args.keep) as work:
         rows, raw = run_all(args, work)
-    finally:
-        if args.keep:
-            progress(f"kept {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
     summary = table(rows)
     print(f"$ {command_line()}")
     print(summary, end="")

@@ -15,17 +15,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, django_env, progress, write_json
-from tab import DB_NAME, Figure, launch, log_in, percentile, render, serving
+from common import ROOT, Row, django_env, progress, scratch, table, write_json
+from tab import DB_NAME, launch, log_in, percentile, serving
 
 P50_MAX_MS = 300
 P95_MAX_MS = 1000
@@ -212,7 +210,7 @@ def latencies(written: dict[int, float], page: dict) -> dict[str, list[float]]:
     return out
 
 
-def rows_for(lat: dict[str, list[float]], lines: int, written: int) -> list[Figure]:
+def rows_for(lat: dict[str, list[float]], lines: int, written: int) -> list[Row]:
     total, server, page = lat["total"], lat["server"], lat["page"]
 
     def split(q: float) -> str:
@@ -223,7 +221,7 @@ def rows_for(lat: dict[str, list[float]], lines: int, written: int) -> list[Figu
 
     p50, p95, worst = percentile(total, 50), percentile(total, 95), max(total)
     return [
-        Figure(
+        Row(
             "lines drawn",
             f"{len(total)} of {written} written",
             "",
@@ -231,7 +229,7 @@ def rows_for(lat: dict[str, list[float]], lines: int, written: int) -> list[Figu
             f"all {lines}",
             len(total) == lines == written,
         ),
-        Figure(
+        Row(
             "write -> drawn, p50",
             f"{p50:.0f} ms",
             split(50),
@@ -239,7 +237,7 @@ def rows_for(lat: dict[str, list[float]], lines: int, written: int) -> list[Figu
             f"< {P50_MAX_MS} ms",
             p50 < P50_MAX_MS,
         ),
-        Figure(
+        Row(
             "write -> drawn, p95",
             f"{p95:.0f} ms",
             split(95),
@@ -247,7 +245,7 @@ def rows_for(lat: dict[str, list[float]], lines: int, written: int) -> list[Figu
             f"< {P95_MAX_MS} ms",
             p95 < P95_MAX_MS,
         ),
-        Figure("write -> drawn, max", f"{worst:.0f} ms", split(100), None, "report", None),
+        Row("write -> drawn, max", f"{worst:.0f} ms", split(100), None, "report", None),
     ]
 
 
@@ -263,7 +261,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def run_all(args: argparse.Namespace, work: Path) -> tuple[list[Figure], dict]:
+def run_all(args: argparse.Namespace, work: Path) -> tuple[list[Row], dict]:
     home, project = work / "home", make_project(work)
     go, stop = work / "go", work / "stop"
     progress(f"scratch directory {work}")
@@ -293,18 +291,12 @@ def run_all(args: argparse.Namespace, work: Path) -> tuple[list[Figure], dict]:
 
 def main() -> None:
     args = parse_args()
-    work = Path(tempfile.mkdtemp(prefix="div-bench-latency-", dir=args.tmp))
     started = time.monotonic()
     load_before = os.getloadavg()
-    try:
+    with scratch("div-bench-latency-", args.tmp, args.keep) as work:
         rows, raw = run_all(args, work)
-    finally:
-        if args.keep:
-            progress(f"kept {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
     print(f"$ {command_line()}")
-    print(render(rows, floor="of which, at the same percentile"), end="")
+    print(table(rows, floor="of which, at the same percentile"), end="")
     load = {"before": load_before, "after": os.getloadavg()}
     print(
         f"{raw['websocket_messages']} websocket messages of points;"

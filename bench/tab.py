@@ -23,13 +23,11 @@ import os
 import pstats
 import random
 import re
-import shutil
 import signal
 import socket
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -38,7 +36,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common import MB, ROOT, django_env, interleaved, median, progress, spread, write_json
+from common import (
+    MB,
+    ROOT,
+    Row,
+    django_env,
+    interleaved,
+    median,
+    progress,
+    scratch,
+    spread,
+    table,
+    write_json,
+)
 
 DB_NAME = "divergent.sqlite3"  # settings.py: DIVERGENT_HOME / "divergent.sqlite3"
 CHROMIUM = "/usr/bin/chromium"
@@ -114,39 +124,6 @@ PAGE_HOOK = """
   requestAnimationFrame(poll);
 })();
 """
-
-
-@dataclass
-class Figure:
-    """A row of the summary. met is None for a figure reported without a target."""
-
-    figure: str
-    value: str
-    floor: str
-    ratio: float | None
-    target: str
-    met: bool | None
-
-
-def render(rows: Sequence[Figure], floor: str = "floor") -> str:
-    """The summary table, aligned like bench/ingest.py's; FLOOR names the third column."""
-    header = ("figure", "value", floor, "ratio", "target", "met?")
-    cells = [
-        (
-            r.figure,
-            r.value,
-            r.floor,
-            "" if r.ratio is None else f"{r.ratio:.2f}x",
-            r.target,
-            "—" if r.met is None else "yes" if r.met else "NO",
-        )
-        for r in rows
-    ]
-    widths = [max(len(line[i]) for line in [header, *cells]) for i in range(len(header))]
-    return "".join(
-        "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(line)).rstrip() + "\n"
-        for line in [header, *cells]
-    )
 
 
 def percentile(samples: Sequence[float], q: float) -> float:
@@ -240,9 +217,7 @@ def get_json(client: Any, url: str) -> bytes:
     return response.content
 
 
-def bench_series_api(
-    user: Any, run: Any, points: int, repeat: int, raw: dict
-) -> tuple[Figure, int]:
+def bench_series_api(user: Any, run: Any, points: int, repeat: int, raw: dict) -> tuple[Row, int]:
     """Median of REPEAT rounds each, in turns: the API, the floor, and the API's stages one by
     one (so the stages share the machine's noise with the figure they explain). Returns the row
     and the response's bytes."""
@@ -289,7 +264,7 @@ def bench_series_api(
     if ratio >= SERIES_MAX_RATIO:
         raw["series_api"]["profile"] = profile_series(client, url)
     progress(f"  api {median(api_s):.3f} s, floor {median(floor_s):.3f} s: {ratio:.2f}x")
-    row = Figure(
+    row = Row(
         f"series API, 1 key of {points:,} (?y=loss&x=step)",
         f"{median(api_s):.3f} s ({spread(api_s)}), {len(body['api']) / 1000:.0f} kB",
         f"{median(floor_s):.3f} s ({spread(floor_s)}) sqlite3 json_extract",
@@ -363,7 +338,7 @@ def requests_done(user: Any, urls: Sequence[str], *, at_once: bool) -> list[floa
     return sorted(done)
 
 
-def bench_at_once(user: Any, run: Any, repeat: int, raw: dict) -> Figure:
+def bench_at_once(user: Any, run: Any, repeat: int, raw: dict) -> Row:
     urls = panel_urls(run)
     samples: dict[str, list[list[float]]] = {"at_once": [], "one_by_one": []}
 
@@ -384,7 +359,7 @@ def bench_at_once(user: Any, run: Any, repeat: int, raw: dict) -> Figure:
 
     first, last = first_last("at_once")
     alone, alone_last = first_last("one_by_one")
-    return Figure(
+    return Row(
         f"the {len(urls)} panels' series requests at once",
         f"first answered {first:.3f} s, last {last:.3f} s",
         f"one by one: first {alone:.3f} s, last {alone_last:.3f} s",
@@ -669,13 +644,13 @@ def stat(loads: Sequence[dict], key: str) -> tuple[float, str]:
     return median(values), spread(values)
 
 
-def browser_rows(loads: dict, points: int, full_bytes: int) -> list[Figure]:
+def browser_rows(loads: dict, points: int, full_bytes: int) -> list[Row]:
     cold, warm = loads["cold"], loads["warm"]
     data, _ = stat(cold, "data_bytes")
     api_requests = cold[0]["api_requests"]
     ws_frames = cold[0]["ws_frames"]
     rows = [
-        Figure(
+        Row(
             f"data sent, {PANELS} panels x {points:,} points",
             f"{data / MB:.3f} MB ({api_requests} /api/ bodies + {ws_frames} ws frames)",
             f"{full_bytes / MB:.1f} MB at full resolution (?raw=1)",
@@ -690,7 +665,7 @@ def browser_rows(loads: dict, points: int, full_bytes: int) -> list[Figure]:
         ready, ready_spread = stat(group, "dom_content_loaded_s")
         floor = f"{ready:.3f} s ({ready_spread}) DOMContentLoaded"
         rows.append(
-            Figure(
+            Row(
                 f"first panel drawn ({name})",
                 f"{first:.3f} s ({first_spread})",
                 floor,
@@ -700,7 +675,7 @@ def browser_rows(loads: dict, points: int, full_bytes: int) -> list[Figure]:
             )
         )
         rows.append(
-            Figure(
+            Row(
                 f"all {PANELS} panels drawn ({name})",
                 f"{every:.3f} s ({every_spread})",
                 floor,
@@ -713,7 +688,7 @@ def browser_rows(loads: dict, points: int, full_bytes: int) -> list[Figure]:
     cold_sent, _ = stat(cold, "static_transferred")
     warm_sent, _ = stat(warm, "static_transferred")
     rows.append(
-        Figure(
+        Row(
             "static assets (Plotly.js included)",
             f"{static_size / MB:.2f} MB; sent {cold_sent / MB:.2f} MB cold, "
             f"{warm_sent / MB:.2f} MB warm",
@@ -786,7 +761,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def run_all(args: argparse.Namespace, work: Path) -> tuple[list[Figure], dict]:
+def run_all(args: argparse.Namespace, work: Path) -> tuple[list[Row], dict]:
     raw: dict = {}
     home = work / "home"
     progress(f"scratch directory {work}")
@@ -797,7 +772,7 @@ def run_all(args: argparse.Namespace, work: Path) -> tuple[list[Figure], dict]:
 
     user, run, file_bytes = build_run(args.points)
     raw["run"] = {"name": run.name, "points": args.points, "file_bytes": file_bytes}
-    rows: list[Figure] = []
+    rows: list[Row] = []
     row, _ = bench_series_api(user, run, args.points, args.repeat, raw)
     rows.append(row)
     rows.append(bench_at_once(user, run, args.at_once_rounds, raw))
@@ -821,19 +796,13 @@ def run_all(args: argparse.Namespace, work: Path) -> tuple[list[Figure], dict]:
 
 def main() -> None:
     args = parse_args()
-    work = Path(tempfile.mkdtemp(prefix="div-bench-tab-", dir=args.tmp))
     started = time.monotonic()
     load_before = os.getloadavg()
-    try:
+    with scratch("div-bench-tab-", args.tmp, args.keep) as work:
         rows, raw = run_all(args, work)
-    finally:
-        if args.keep:
-            progress(f"kept {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
     load = {"before": load_before, "after": os.getloadavg()}
     print(f"$ {command_line()}")
-    print(render(rows), end="")
+    print(table(rows), end="")
     print(notes(raw, load))
     extra = {
         "command": command_line(),
