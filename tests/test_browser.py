@@ -252,3 +252,23 @@ def test_the_ended_time_shown_when_the_run_ends_is_the_one_a_reload_shows(
         )
     finally:
         page.context.close()
+
+
+def test_the_dashboard_lists_the_run_with_its_stats_and_follows_its_status(
+    browser, server, spec_run, alice
+):
+    page = log_in(browser, server, alice)
+    try:
+        page.goto(f"{server.url}/")
+        row = page.locator(f"tr[data-run='{spec_run.name}']")
+        expect(row.locator(".status")).to_have_text("running")
+        expect(row.locator("td.num")).to_have_text(f"{spec_run.stored():,}")
+        expect(row.locator(".stats-cell")).to_have_text(f"Samples/s {SAMPLES_PER_SECOND[-1]}")
+
+        spec_run.finish()
+
+        expect(row.locator(".status")).to_have_text("succeeded", timeout=10_000)
+        row.locator("a").click()
+        expect(page.locator("h1")).to_contain_text(spec_run.name)
+    finally:
+        page.context.close()
