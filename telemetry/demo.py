@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
 from django.conf import settings
@@ -12,7 +13,8 @@ from telemetry.models import Run
 DEMO_DIR = settings.BASE_DIR / "demo"
 
 
-def start() -> Run:
+def start() -> tuple[Run, subprocess.Popen]:
+    """The demo run, and the process supervising it: the server stops it when it stops."""
     source, origin, _ = services.layout_read(directory=DEMO_DIR, telemetry=None)
     run = services.run_create(
         org=services.org_get_or_create(),
@@ -21,5 +23,4 @@ def start() -> Run:
         layout_origin=origin,
         files_from=DEMO_DIR,
     )
-    runner.detach(run)
-    return run
+    return run, runner.detach(run)

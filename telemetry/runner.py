@@ -19,6 +19,8 @@ from telemetry.models import Run, Secret
 
 LOG_POLL = 0.1  # seconds between looks at a followed log
 
+_command: subprocess.Popen | None = None  # the command this process is running, if any
+
 
 def environment(run: Run) -> dict[str, str]:
     env = dict(os.environ)
@@ -41,9 +43,10 @@ def execute(run: Run) -> int:
         ingesting = threading.Thread(target=_ingest, args=(run.pk, stop), daemon=True)
         ingesting.start()
 
+    global _command
     services.run_start(run=run)
     try:
-        process = subprocess.Popen(
+        process = _command = subprocess.Popen(
             run.command,
             cwd=run.files_path,
             env=environment(run),
@@ -67,6 +70,13 @@ def execute(run: Run) -> int:
     return code
 
 
+def forward(signum: int, frame=None) -> None:
+    """A signal handler: pass a stop on to the run's command, whose end is then recorded as
+    any other (a run stopped by SIGTERM ends failed, with exit code 143)."""
+    if _command is not None and _command.poll() is None:
+        _command.send_signal(signum)
+
+
 def _ingest(run_id: int, stop: threading.Event) -> None:
     try:
         Ingester(run_ids=[run_id]).run_forever(stop, until_closed=True)
@@ -74,9 +84,9 @@ def _ingest(run_id: int, stop: threading.Event) -> None:
         connection.close()
 
 
-def detach(run: Run) -> None:
+def detach(run: Run) -> subprocess.Popen:
     """Supervise the run from a process of its own, which goes on after this one returns."""
-    subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, "-m", "divergent", "supervise", run.name],
         cwd=settings.BASE_DIR,
         stdin=subprocess.DEVNULL,

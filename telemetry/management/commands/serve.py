@@ -42,12 +42,19 @@ class Command(DivCommand):
                 )
                 self.stdout.write("No user yet: made one. Log in, once, with this link:")
                 self.stdout.write("  " + services.login_link(user=user, base=url))
+            demo_process = None
             if demo:
-                run = demo_run.start()
+                run, demo_process = demo_run.start()
                 self.stdout.write(f"Demo run {run.name} is streaming: {url}/runs/{run.name}/")
             self.stdout.write(f"Serving {url}/ (Ctrl-C stops)")
             self.stdout.flush()
-            serve(host, port)
+            try:
+                serve(host, port)
+            finally:
+                if demo_process is not None:
+                    # The demo belongs to this server: it ends with it, its end recorded.
+                    demo_process.terminate()
+                    demo_process.wait(timeout=30)
 
 
 def serve(host: str, port: int) -> None:

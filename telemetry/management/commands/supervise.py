@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 
 from django.core.management.base import CommandError
@@ -21,4 +22,7 @@ class Command(DivCommand):
             the_run = services.run_by_name(run)
         except LookupError as e:
             raise CommandError(str(e)) from None
+        # Stopped, it stops the command and still records how the run ended.
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, runner.forward)
         sys.exit(runner.execute(the_run))
