@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -270,3 +271,27 @@ def test_follow_prints_points_as_they_arrive_and_stops_when_the_run_ends(div, pr
         follower.kill()
     assert Run.objects.get().telemetry_closed
     assert not go.exists(), "the run worked in its shipped copy, never in DIR"
+
+
+def supervisor_of(name: str) -> int | None:
+    """The pid of the process supervising a detached run."""
+    for proc in Path("/proc").iterdir():
+        try:
+            words = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"supervise" in words and name.encode() in words:
+            return int(proc.name)
+    return None
+
+
+def test_a_detached_run_stopped_by_a_signal_records_how_it_ended(div, project):
+    (project / "long.py").write_text("import time\nprint('started', flush=True)\ntime.sleep(60)\n")
+    name = div("run", str(project), "--detach", "--", sys.executable, "long.py").stdout.strip()
+    wait_for(lambda: "started" in (Run.objects.get().log_path.read_text()), what="the command")
+
+    os.kill(wait_for(lambda: supervisor_of(name), what="the supervisor"), signal.SIGTERM)
+
+    wait_for(lambda: not Run.objects.get().is_live, what="the run to end")
+    run = Run.objects.get()
+    assert (run.status, run.exit_code) == ("failed", 143)
