@@ -205,6 +205,8 @@ def run_series(request, name: str):
     out = []
     for y in ys:
         xs, values = queries.series(run.pk, y, x, upto=run.points)
+        gap = downsample.gap_threshold(xs)
+        holes = downsample.gaps(xs, gap)
         if weight and values:
             # Smoothed over the whole run, then cut to the range: zooming in never reshapes it.
             sx, sy = _in_range(xs, downsample.smooth(xs, values, weight), low, high)
@@ -215,11 +217,14 @@ def run_series(request, name: str):
             trace["smoothed"] = {"x": smoothed_x, "y": smoothed_y}
         if not raw:
             xs, values = downsample.min_max(xs, values, buckets)
+        drawn = len(values)
+        xs, values = downsample.with_breaks(xs, values, holes)
         key = keys.get(y)
         trace.update(
             x=xs,
             y=values,
-            drawn=len(values),
+            drawn=drawn,
+            gap=gap,
             passed_over=key.passed_over if key else 0,
             first_passed_x=_x_at(run, key.first_passed_seq, x) if key else None,
         )

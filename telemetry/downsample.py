@@ -9,6 +9,7 @@ Pure: no Django, no I/O. The API calls these on a key's full-resolution series.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 
 BUCKETS = 2000
 
@@ -62,3 +63,57 @@ def smooth(xs: Sequence[float], ys: Sequence[float], weight: float) -> list[floa
         out.append(average / debias if debias else y)
         previous = x
     return out
+
+
+GAP_FACTOR = 5
+GAP_SAMPLE = 10_000
+
+
+def gap_threshold(xs: Sequence[float]) -> float | None:
+    """How far apart two of a key's points may be in x and still be joined: five times the
+    key's usual spacing. Wider apart, the key went missing there (a stretch of NaN, a pause),
+    and its line breaks rather than draw through the hole. An eval written every 50 steps is
+    spaced 50 apart as a rule, so it stays one line.
+
+    >>> gap_threshold([1, 2, 3, 4, 100])
+    5.0
+    """
+    stride = max(1, len(xs) // GAP_SAMPLE)
+    sample = xs[::stride]
+    steps = sorted(b - a for a, b in pairwise(sample) if b > a)
+    if len(steps) < 2:
+        return None
+    return GAP_FACTOR * steps[len(steps) // 2] / stride
+
+
+def gaps(xs: Sequence[float], threshold: float | None) -> list[tuple[float, float]]:
+    """The (x before, x after) of each hole in a full-resolution series."""
+    if threshold is None:
+        return []
+    return [(a, b) for a, b in pairwise(xs) if b - a > threshold]
+
+
+def with_breaks(
+    xs: Sequence[float], ys: Sequence[float], holes: list[tuple[float, float]]
+) -> tuple[list, list]:
+    """The series with None between the two points either side of each hole: Plotly leaves
+    the line undrawn there. Works on a downsampled series too, where the points either side
+    of a hole may be further from it.
+
+    >>> with_breaks([1, 2, 9, 10], [5, 6, 7, 8], [(2, 9)])
+    ([1, 2, None, 9, 10], [5, 6, None, 7, 8])
+    """
+    if not holes or not xs:
+        return list(xs), list(ys)
+    out_x, out_y = [xs[0]], [ys[0]]
+    j = 0
+    for k in range(1, len(xs)):
+        before, x = xs[k - 1], xs[k]
+        while j < len(holes) and holes[j][1] <= before:
+            j += 1
+        if j < len(holes) and before <= holes[j][0] and holes[j][1] <= x:
+            out_x.append(None)
+            out_y.append(None)
+        out_x.append(x)
+        out_y.append(ys[k])
+    return out_x, out_y

@@ -295,6 +295,7 @@ def test_series_draws_a_key_against_x_leaving_off_points_without_x(client, alice
                 "x": [10, 20, 40],
                 "y": [1.0, 0.5, 0.125],
                 "drawn": 3,
+                "gap": 100.0,
                 "passed_over": 0,
                 "first_passed_x": None,
             }
@@ -325,6 +326,7 @@ def test_a_key_not_written_yet_has_no_points_not_zeros(client, alice, small):
             "x": [],
             "y": [],
             "drawn": 0,
+            "gap": None,
             "passed_over": 0,
             "first_passed_x": None,
         }
@@ -617,3 +619,23 @@ def test_a_login_link_logs_in_once(client, alice):
     again = Client().get(link)
     assert again.status_code == 404
     assert client.get(link).status_code == 404
+
+
+def test_a_keys_line_breaks_where_the_key_went_missing_and_nowhere_else(client, alice, make_run):
+    login(client, alice)
+    telemetry = make_run()
+    for step in range(1, 101):
+        loss = float("nan") if 51 <= step <= 80 else 1 / step
+        line = {"step": step, "loss": loss}
+        if step % 10 == 0:
+            line["eval_loss"] = 2 / step  # sparse, but at its usual spacing: one line
+        telemetry.write(line)
+    telemetry.ingest()
+
+    body = get(client, url(telemetry.run, "series/"), y=["loss", "eval_loss"], x="step").json()
+    loss, eval_loss = body["series"]
+
+    assert loss["x"] == [*range(1, 51), None, *range(81, 101)]
+    assert loss["y"][50] is None and None not in loss["y"][:50] + loss["y"][51:]
+    assert (loss["drawn"], loss["total"], loss["passed_over"]) == (70, 70, 30)
+    assert eval_loss["x"] == list(range(10, 101, 10))

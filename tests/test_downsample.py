@@ -174,3 +174,44 @@ def test_a_point_at_the_same_x_as_the_one_before_still_moves_the_average():
     smoothed = smooth([0, 0, 1], [0.0, 6.0, 0.0], 0.5)
 
     assert smoothed[1] > 0
+
+
+# Where a key's line breaks
+
+
+def test_a_series_at_its_usual_spacing_has_no_holes():
+    xs = list(range(0, 1000, 50))
+    assert downsample.gaps(xs, downsample.gap_threshold(xs)) == []
+
+
+def test_a_stretch_with_the_key_missing_is_a_hole_and_a_break():
+    xs = [*range(1, 51), *range(81, 101)]
+    ys = [1.0] * len(xs)
+
+    holes = downsample.gaps(xs, downsample.gap_threshold(xs))
+    broken_x, broken_y = downsample.with_breaks(xs, ys, holes)
+
+    assert holes == [(50, 81)]
+    assert broken_x == [*range(1, 51), None, *range(81, 101)]
+    assert broken_y.count(None) == 1
+
+
+def test_a_downsampled_series_breaks_at_the_same_hole():
+    xs = [*range(0, 100_000), *range(150_000, 200_000)]
+    ys = [float(x % 7) for x in xs]
+    holes = downsample.gaps(xs, downsample.gap_threshold(xs))
+
+    small_x, small_y = downsample.with_breaks(*downsample.min_max(xs, ys, 100), holes)
+
+    assert small_x.count(None) == 1
+    at = small_x.index(None)
+    assert small_x[at - 1] <= 99_999 and small_x[at + 1] >= 150_000
+    assert all(x is None or x < 100_000 or x >= 150_000 for x in small_x)
+
+
+def test_too_few_points_have_no_usual_spacing_and_never_break():
+    assert downsample.gap_threshold([1, 100]) is None
+    assert downsample.with_breaks([1, 100], [1, 2], downsample.gaps([1, 100], None)) == (
+        [1, 100],
+        [1, 2],
+    )

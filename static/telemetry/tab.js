@@ -144,7 +144,7 @@ const TelemetryTab = (function () {
     const yaxis = { type: spec.scale === "log" ? "log" : "linear", automargin: true, gridcolor: "#eef0f4" };
     // Plotly labels a log axis's 2s and 5s with a bare digit: 1, 2 and 5 of each decade, in full.
     if (spec.scale === "log") Object.assign(yaxis, { dtick: "D2", tickformat: "~g" });
-    const values = Object.values(panel.traces).flatMap((s) => s.y);
+    const values = Object.values(panel.traces).flatMap((s) => s.y).filter((v) => v !== null);
     const flat = values.length && values.every((v) => v === values[0]) && values[0] !== 0;
     if (flat && spec.min === null && spec.max === null && spec.scale !== "log") {
       // Plotly pads a constant line by ±1, which draws 0.0003 on top of the zero line:
@@ -297,7 +297,9 @@ const TelemetryTab = (function () {
       for (const key of panel.spec.y) {
         const v = p.data[key];
         if (v === undefined) continue;
-        const s = panel.traces[key] || (panel.traces[key] = { key, x: [], y: [], total: 0, drawn: 0, passed_over: 0 });
+        const s = panel.traces[key] || (panel.traces[key] = { key, x: [], y: [], total: 0, drawn: 0, passed_over: 0, gap: null });
+        // The server says how far apart the key's points may be and still be joined.
+        if (s.gap && s.x.length && x - s.x[s.x.length - 1] > s.gap) { s.x.push(null); s.y.push(null); }
         s.x.push(x); s.y.push(v); s.total += 1; s.drawn += 1;
         added += 1;
       }
