@@ -269,11 +269,23 @@ def spec_run(div, server, tmp_path):
 
     Launched after the server is up, so the server's ingester (not the run's own) stores the
     lines and tells the open tabs. Returns once every line is stored."""
+    yield from launch(div, tmp_path, lines_written(), LAYOUT)
+
+
+@pytest.fixture
+def default_run(div, server, tmp_path):
+    """Like spec_run, with no telemetry.toml: the default layout, two keys written so far."""
+    lines = [{"step": step, "loss": loss_at(step)} for step in (10, 20, 30)]
+    yield from launch(div, tmp_path, lines, layout=None)
+
+
+def launch(div, tmp_path: Path, lines: list[dict], layout: str | None):
+    """`div run --detach` of the waiting script, from a project with that layout (or none)."""
     project = tmp_path / "project"
     project.mkdir()
-    (project / "telemetry.toml").write_text(LAYOUT)
+    if layout is not None:
+        (project / "telemetry.toml").write_text(layout)
     (project / "train.py").write_text(TRAIN)
-    lines = lines_written()
     (project / "lines.json").write_text(json.dumps(lines))
 
     launched = div("run", str(project), "--detach", "--", sys.executable, "train.py")

@@ -26,6 +26,7 @@ from tests.browser import (  # noqa: F401  (fixtures)
     alice,
     browser,
     chromium,
+    default_run,
     log_in,
     loss_at,
     orm_beside_playwright,
@@ -270,5 +271,27 @@ def test_the_dashboard_lists_the_run_with_its_stats_and_follows_its_status(
         expect(row.locator(".status")).to_have_text("succeeded", timeout=10_000)
         row.locator("a").click()
         expect(page.locator("h1")).to_contain_text(spec_run.name)
+    finally:
+        page.context.close()
+
+
+def test_without_a_layout_a_key_that_arrives_later_adds_its_panel_live(
+    browser, server, default_run, alice
+):
+    page = log_in(browser, server, alice)
+    try:
+        page.goto(f"{server.url}/runs/{default_run.name}/")
+        expect(page.locator("#live-note")).to_have_text("Live")
+        titles = page.locator("section.panel h2")
+        expect(titles).to_have_text(["loss"])  # step is the x: no panel of its own
+
+        default_run.write({"step": 40, "loss": loss_at(40), "grad_norm": 1.5})
+
+        expect(titles).to_have_text(["loss", "grad_norm"])
+        expect(page.locator("section.panel[data-title='grad_norm']")).to_have_attribute(
+            "data-points", "1"
+        )
+        assert trace(page, "loss", "loss")["x"] == [10, 20, 30, 40]
+        expect(page.locator("section.panel[data-title='grad_norm'] .empty")).to_be_hidden()
     finally:
         page.context.close()
