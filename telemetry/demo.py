@@ -15,7 +15,7 @@ DEMO_DIR = settings.BASE_DIR / "demo"
 
 def start() -> tuple[Run, subprocess.Popen]:
     """The demo run, and the process supervising it: the server stops it when it stops."""
-    source, origin, _ = services.layout_read(directory=DEMO_DIR, telemetry=None)
+    source, origin = services.layout_read(directory=DEMO_DIR, telemetry=None)
     run = services.run_create(
         org=services.org_get_or_create(),
         command=[sys.executable, "train.py"],

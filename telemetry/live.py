@@ -15,8 +15,12 @@ def group_for(run_id: int) -> str:
     return f"run-{run_id}"
 
 
-def points_message(points: list[dict], last: int) -> dict:
-    carried = points if len(points) <= MAX_POINTS_PER_MESSAGE else None
+def points_message(points: list[tuple[int, dict]], last: int) -> dict:
+    """A batch's (seq, data) pairs as the tabs receive them; a big batch only says how far the
+    run has got, so its points are never copied into a message that will not carry them."""
+    if len(points) > MAX_POINTS_PER_MESSAGE:
+        return {"type": "run.points", "last": last, "points": None}
+    carried = [{"seq": seq, "data": data} for seq, data in points]
     return {"type": "run.points", "last": last, "points": carried}
 
 
@@ -26,7 +30,7 @@ def notify(run_id: int, message: dict) -> None:
         async_to_sync(layer.group_send)(group_for(run_id), message)
 
 
-def notify_points(run_id: int, points: list[dict], last: int) -> None:
+def notify_points(run_id: int, points: list[tuple[int, dict]], last: int) -> None:
     notify(run_id, points_message(points, last))
 
 

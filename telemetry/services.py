@@ -60,21 +60,21 @@ def run_by_name(name: str) -> Run:
     return run
 
 
-def layout_read(*, directory: Path | None, telemetry: Path | None) -> tuple[str, str, dict]:
-    """The layout a run is launched with: (source, origin, parsed), or LayoutError.
+def layout_read(*, directory: Path | None, telemetry: Path | None) -> tuple[str, str]:
+    """The layout file a run is launched with: (source, origin), or LayoutError when it cannot
+    be read; run_create parses it. ("", "") is the default layout.
 
-    --telemetry names the file; else telemetry.toml at the top of the shipped directory;
-    else the default layout.
+    --telemetry names the file; else telemetry.toml at the top of the shipped directory.
     """
     path = telemetry if telemetry is not None else (directory / LAYOUT_FILE if directory else None)
     if path is None or (telemetry is None and not path.exists()):
-        return "", "", default_layout()
+        return "", ""
     try:
         source = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         why = e.strerror if isinstance(e, OSError) and e.strerror else "not UTF-8 text"
         raise LayoutError(NO_LAYOUT_FILE.format(path=path, why=why.lower())) from None
-    return source, str(path), parse_layout(source)
+    return source, str(path)
 
 
 @transaction.atomic
@@ -88,8 +88,8 @@ def run_create(
 ) -> Run:
     """Validate the layout, create the run with it, and lay out its folder.
 
-    The layout is parsed here, whatever the caller did, so no run exists with a layout that
-    cannot be read.
+    The layout is parsed here, before anything is made, so no run exists with a layout that
+    cannot be read: a LayoutError leaves nothing behind.
     """
     parsed = parse_layout(layout_source) if layout_source else default_layout()
     run = Run.objects.create(org=org, command=command)
@@ -188,9 +188,7 @@ def ingest_batch(*, run: Run, tally: Tally, offset: int, in_long_line: bool, clo
     if tally.first_drops:
         log_append(run, "".join(notice(reason) + "\n" for reason in tally.first_drops))
     if points:
-        live.notify_points(
-            run.pk, [{"seq": seq, "data": numbers} for seq, numbers in points], tally.points
-        )
+        live.notify_points(run.pk, points, tally.points)
     if close:
         live.notify_status(run.pk, run.status, True)
     tally.settle()

@@ -212,7 +212,7 @@ async def test_a_tab_that_missed_a_message_gets_the_points_from_the_database(
     # The next message carries 8 and 9 only: 6 and 7 were in the one that went missing.
     await layer.group_send(
         live.group_for(telemetry.run.pk),
-        live.points_message([{"seq": s, "data": {"step": s, "loss": 1 / s}} for s in (8, 9)], 9),
+        live.points_message([(s, {"step": s, "loss": 1 / s}) for s in (8, 9)], 9),
     )
 
     assert await receive_points(communicator, 9) == [6, 7, 8, 9]

@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 
 from django.core.management.base import CommandError
+from django.db import transaction
 
 from telemetry import runner, services
 from telemetry.commands import DivCommand
@@ -46,24 +47,21 @@ class Command(DivCommand):
             raise CommandError(NO_COMMAND)
         if not directory.is_dir():
             raise CommandError(NOT_A_DIRECTORY.format(path=directory))
+        if org is not None and not Org.objects.filter(name=org).exists():
+            raise CommandError(NO_ORG.format(name=org))
         try:
-            source, origin, _ = services.layout_read(directory=directory, telemetry=telemetry)
+            source, origin = services.layout_read(directory=directory, telemetry=telemetry)
+            # One transaction: a refused layout leaves no run, and no default org made for it.
+            with transaction.atomic():
+                run = services.run_create(
+                    org=services.org_get_or_create(name=org or services.DEFAULT_ORG),
+                    command=command,
+                    layout_source=source,
+                    layout_origin=origin,
+                    files_from=directory,
+                )
         except LayoutError as e:
             raise CommandError(REFUSED.format(why=e)) from None
-        if org is None:
-            the_org = services.org_get_or_create()
-        else:
-            the_org = Org.objects.filter(name=org).first()
-            if the_org is None:
-                raise CommandError(NO_ORG.format(name=org))
-
-        run = services.run_create(
-            org=the_org,
-            command=command,
-            layout_source=source,
-            layout_origin=origin,
-            files_from=directory,
-        )
         out = self.stdout._out
         out.write(run.name + "\n")
         out.flush()
