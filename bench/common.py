@@ -162,12 +162,26 @@ def machine() -> dict[str, object]:
     }
 
 
-def write_json(name: str, rows: Sequence[Row], extra: dict) -> Path:
+def command_line() -> str:
+    """How this benchmark was run, as the summary's first line says it."""
+    return " ".join(["python", f"bench/{Path(sys.argv[0]).name}", *sys.argv[1:]])
+
+
+def write_json(name: str, rows: Sequence[Row], *, started: float, raw: dict, **extra) -> None:
+    """bench/out/NAME: the table with every sample behind it; stderr says where it went."""
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / name
-    payload = {"machine": machine(), "rows": [asdict(r) for r in rows], **extra}
+    seconds = time.monotonic() - started
+    payload = {
+        "machine": machine(),
+        "rows": [asdict(r) for r in rows],
+        "command": command_line(),
+        "seconds": seconds,
+        **extra,
+        "raw": raw,
+    }
     path.write_text(json.dumps(payload, indent=2) + "\n")
-    return path
+    progress(f"done in {seconds:.0f} s; wrote {path.relative_to(ROOT)}")
 
 
 @contextmanager

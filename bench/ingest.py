@@ -30,6 +30,7 @@ from common import (
     ROOT,
     Row,
     child,
+    command_line,
     interleaved,
     manage,
     median,
@@ -440,10 +441,6 @@ def run_child(args: argparse.Namespace) -> None:
     print(json.dumps(result))
 
 
-def command_line() -> str:
-    return " ".join(["python", "bench/ingest.py", *sys.argv[1:]])
-
-
 def run_all(args: argparse.Namespace, work: Path) -> tuple[list[Row], dict]:
     raw: dict = {}
     progress(f"scratch directory {work}")
@@ -474,9 +471,7 @@ def main() -> None:
     summary = table(rows)
     print(f"$ {command_line()}")
     print(summary, end="")
-    extra = {"command": command_line(), "seconds": time.monotonic() - started, "raw": raw}
-    path = write_json("ingest.json", rows, extra)
-    progress(f"done in {time.monotonic() - started:.0f} s; wrote {path.relative_to(ROOT)}")
+    write_json("ingest.json", rows, started=started, raw=raw)
 
 
 if __name__ == "__main__":

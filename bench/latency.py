@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, Row, django_env, progress, scratch, table, write_json
+from common import ROOT, Row, command_line, django_env, progress, scratch, table, write_json
 from tab import DB_NAME, launch, log_in, percentile, serving
 
 P50_MAX_MS = 300
@@ -249,10 +249,6 @@ def rows_for(lat: dict[str, list[float]], lines: int, written: int) -> list[Row]
     ]
 
 
-def command_line() -> str:
-    return " ".join(["python", "bench/latency.py", *sys.argv[1:]])
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lines", type=int, default=100, help="lines the writer appends")
@@ -303,14 +299,7 @@ def main() -> None:
         f" load average (1 min) {load['before'][0]:.1f} before, {load['after'][0]:.1f} after,"
         f" on {os.cpu_count()} CPUs"
     )
-    extra = {
-        "command": command_line(),
-        "seconds": time.monotonic() - started,
-        "load_average": load,
-        "raw": raw,
-    }
-    path = write_json("latency.json", rows, extra)
-    progress(f"done in {time.monotonic() - started:.0f} s; wrote {path.relative_to(ROOT)}")
+    write_json("latency.json", rows, started=started, raw=raw, load_average=load)
 
 
 if __name__ == "__main__":

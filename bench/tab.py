@@ -40,6 +40,7 @@ from common import (
     MB,
     ROOT,
     Row,
+    command_line,
     django_env,
     interleaved,
     median,
@@ -744,10 +745,6 @@ def notes(raw: dict, load: dict) -> str:
     )
 
 
-def command_line() -> str:
-    return " ".join(["python", "bench/tab.py", *sys.argv[1:]])
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--points", type=int, default=200_000, help="points in the run")
@@ -804,14 +801,7 @@ def main() -> None:
     print(f"$ {command_line()}")
     print(table(rows), end="")
     print(notes(raw, load))
-    extra = {
-        "command": command_line(),
-        "seconds": time.monotonic() - started,
-        "load_average": load,
-        "raw": raw,
-    }
-    path = write_json("tab.json", rows, extra)
-    progress(f"done in {time.monotonic() - started:.0f} s; wrote {path.relative_to(ROOT)}")
+    write_json("tab.json", rows, started=started, raw=raw, load_average=load)
 
 
 if __name__ == "__main__":
