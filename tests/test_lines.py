@@ -362,7 +362,14 @@ def test_any_json_line_keeps_only_finite_numbers_under_good_keys(raw):
         assert_kept_numbers_follow_the_rules(line)
 
 
-good_keys = st.from_regex(GOOD_KEY, fullmatch=True).filter(lambda k: len(k) <= 12)
+# Built from the rule's own parts, not drawn from the regex and filtered: a filtered regex
+# strategy is slow enough on a cold example database to fail Hypothesis's too_slow check.
+key_parts = st.text(
+    alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-",
+    min_size=1,
+    max_size=4,
+)
+good_keys = st.lists(key_parts, min_size=1, max_size=3).map(".".join)
 finite_numbers = st.integers(min_value=-(2**63), max_value=2**63 - 1) | st.floats(
     allow_nan=False, allow_infinity=False
 )
