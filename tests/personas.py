@@ -126,3 +126,31 @@ def make_run(home, acme):
         return Telemetry(run)
 
     return make
+
+
+@pytest.fixture
+def shown(make_run, example_layout):
+    """A run launched with the spec's example layout, three points in and a line dropped."""
+    telemetry = make_run(example_layout)
+    telemetry.write(
+        {"step": 1, "loss": 2.0},
+        {"step": 2, "loss": 0.5, "eval_loss": 0.9, "eval_samples_per_second": 120.5},
+        "not json at all",
+        {"step": 3, "loss": 1.25, "eval_samples_per_second": 98},
+    )
+    telemetry.ingest()
+    return telemetry.run
+
+
+@pytest.fixture
+def small(make_run):
+    """A run with no layout: four points, one without step, one with a key the others lack."""
+    telemetry = make_run()
+    telemetry.write(
+        {"step": 10, "loss": 1.0},
+        {"step": 20, "loss": 0.5, "acc": 0.1},
+        {"loss": 0.25},
+        {"step": 40, "loss": 0.125},
+    )
+    telemetry.ingest()
+    return telemetry.run
