@@ -1,11 +1,7 @@
 #!/usr/bin/env python
 """Django's command-line utility: `python manage.py telemetry …` is `div telemetry …`."""
 
-import os
-import sys
-
 if __name__ == "__main__":
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "divergent.settings")
-    from django.core.management import execute_from_command_line
+    from divergent.cli import main
 
-    execute_from_command_line(sys.argv)
+    main()

@@ -1,44 +1,55 @@
-"""The `div` command: `div telemetry …` is `python manage.py telemetry …`."""
+"""The `div` command: `div telemetry …` is `python manage.py telemetry …`.
+
+Every div command is a django-click command of the telemetry app; `div --help` is click's
+help for all of them. Django's own commands work too (div migrate, div createsuperuser).
+"""
 
 from __future__ import annotations
 
 import os
 import sys
 
-USAGE = """\
-usage: div <command> [options]
+import click
 
-  div run DIR [--telemetry FILE] [--org ORG] [--detach] -- COMMAND...
-                                 ship DIR and run COMMAND there, recording its telemetry
-  div telemetry [RUN [KEY...]]   list runs, a run's keys, or its points (--csv, --json, -f)
-  div log RUN [-f]               print a run's log
-  div serve [--host H] [--port P] [--demo]
-                                 the web app with its ingester
-  div ingest [--once]            store the runs' telemetry (div serve does this itself)
-  div secrets set|list|delete    an org's secrets, given to its runs and masked
-  div org add ORG [--member USER]
-                                 make an org, and add a user to it
-  div user add USER              make a user and print a one-time login link
-
-Every Django management command works too (div migrate, div createsuperuser, ...).
-div <command> --help tells more.
-"""
+NO_SUCH_COMMAND = 'div: there is no command "{name}"; div help lists them'
+HELP = "Records the numbers training runs write, draws them live, prints them."
+EPILOG = "Every Django management command works too (div migrate, div createsuperuser, ...)."
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] in ("help", "-h", "--help"):
-        sys.stdout.write(USAGE)
-        return
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "divergent.settings")
     import django
+    from django.core.exceptions import ImproperlyConfigured
+
+    try:
+        django.setup()
+    except ImproperlyConfigured as e:
+        # Settings fail loudly, in one line that names the variable to fix.
+        sys.stderr.write(f"div: {e}\n")
+        sys.exit(1)
     from django.core.management import execute_from_command_line, get_commands
 
-    django.setup()
+    if not argv or argv[0] in ("help", "-h", "--help"):
+        click.echo(div_group().get_help(click.Context(div_group(), info_name="div")))
+        return
     if not argv[0].startswith("-") and argv[0] not in get_commands():
-        sys.stderr.write(f'div: there is no command "{argv[0]}"; div help lists them\n')
+        sys.stderr.write(NO_SUCH_COMMAND.format(name=argv[0]) + "\n")
         sys.exit(2)
     execute_from_command_line(["div", *argv])
+
+
+def div_group() -> click.Group:
+    """The div commands as one click group, for its help: each with its one-line description."""
+    from django.core.management import get_commands, load_command_class
+
+    commands = {}
+    for name, app in get_commands().items():
+        if app == "telemetry":
+            found = load_command_class(app, name)
+            if isinstance(found, click.Command) and not found.hidden:
+                commands[name] = found
+    return click.Group("div", commands=commands, help=HELP, epilog=EPILOG)
 
 
 if __name__ == "__main__":

@@ -1,22 +1,34 @@
 """One settings file, driven by the environment.
 
 DIVERGENT_HOME   where the SQLite database and runs/run-N/ live (default: ./var in the checkout)
+DIVERGENT_URL    the server's public address, like https://div.example.com: the login links
 DATABASE_URL     a PostgreSQL database instead of SQLite, e.g. postgres://127.0.0.1/test
 REDIS_URL        a Redis channel layer instead of the in-memory one, for several servers
-SECRET_KEY       required when DEBUG is off
+SECRET_KEY       signs sessions and login links; unset, a random key made once in DIVERGENT_HOME
 DEBUG            "1" to show Django's debug pages
 ALLOWED_HOSTS    comma-separated host names the server answers to
+
+A variable that cannot be read stops start-up with one line naming it (BadSetting).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
+import secrets
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.functional import lazy
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+class BadSetting(ImproperlyConfigured):
+    """An environment variable that cannot be read; str() is the one line to show."""
 
 
 def env_flag(name: str, default: bool = False) -> bool:
@@ -27,15 +39,87 @@ def env_flag(name: str, default: bool = False) -> bool:
         return True
     if value.lower() in ("0", "false", "no", "off", ""):
         return False
-    raise ValueError(f"{name}={value!r} is not a yes or no; set it to 1 or 0")
+    raise BadSetting(f"{name}={value!r} is not a yes or no; set it to 1 or 0")
+
+
+def env_url(name: str) -> str | None:
+    """An http(s) address without its trailing slash, or None when unset."""
+    value = os.environ.get(name) or None
+    if value is None:
+        return None
+    parts = urlsplit(value)
+    try:
+        parts.port  # noqa: B018  (raises on a port that is not a number)
+    except ValueError:
+        parts = parts._replace(netloc="")
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query:
+        raise BadSetting(
+            f"{name}={value!r} is not an http:// or https:// address, like https://div.example.com"
+        )
+    return value.rstrip("/")
+
+
+def env_database(name: str) -> dict | None:
+    """PostgreSQL or SQLite from a URL, or None when unset. The value is never shown: it may
+    hold a password."""
+    value = os.environ.get(name)
+    if not value:
+        return None
+    like = "write it like postgres://user@host:5432/db"
+    try:
+        config = dj_database_url.parse(value, conn_max_age=60)
+    except Exception:  # dj-database-url raises several kinds, each meaning a bad URL
+        raise BadSetting(f"{name} is not a database URL; {like}") from None
+    if config.get("ENGINE") not in DATABASE_ENGINES:
+        raise BadSetting(f"{name} is not a PostgreSQL or SQLite URL; {like}")
+    if not config.get("NAME"):
+        raise BadSetting(f"{name} names no database; {like}")
+    return config
+
+
+DATABASE_ENGINES = ("django.db.backends.postgresql", "django.db.backends.sqlite3")
+
+
+def env_secret_key(name: str):
+    """SECRET_KEY, or a random key made once in DIVERGENT_HOME (mode 0600) and kept there, so
+    sessions survive a restart and no server signs with a key printed in the source. Read,
+    or made, when first used: never by a command that only reads."""
+    if os.environ.get(name):
+        return os.environ[name]
+    return lazy(_home_key, str)()
+
+
+@functools.cache
+def _home_key() -> str:
+    from django.conf import settings
+
+    home = settings.DIVERGENT_HOME
+    path = home / "secret_key"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    home.mkdir(parents=True, exist_ok=True)
+    # Written aside, then linked in: two processes starting at once keep the same key.
+    draft = home / f".secret_key.{os.getpid()}"
+    fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_urlsafe(50) + "\n")
+    try:
+        os.link(draft, path)
+    except FileExistsError:
+        pass
+    finally:
+        draft.unlink()
+    return path.read_text().strip()
 
 
 DIVERGENT_HOME = Path(os.environ.get("DIVERGENT_HOME") or BASE_DIR / "var").resolve()
 RUNS_DIR = DIVERGENT_HOME / "runs"
+DIVERGENT_URL = env_url("DIVERGENT_URL")
 
 DEBUG = env_flag("DEBUG")
-# The key only signs sessions on this machine; a server facing others sets its own.
-SECRET_KEY = os.environ.get("SECRET_KEY") or "divergent-telemetry-local-only-key"
+SECRET_KEY = env_secret_key("SECRET_KEY")
 ALLOWED_HOSTS = os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",")
 
 INSTALLED_APPS = [
@@ -81,11 +165,12 @@ TEMPLATES = [
     },
 ]
 
-if os.environ.get("DATABASE_URL"):
-    DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60)}
+_database = env_database("DATABASE_URL")
+if _database:
+    DATABASES = {"default": _database}
 else:
-    # SQLite creates the file, not its folder.
-    DIVERGENT_HOME.mkdir(parents=True, exist_ok=True)
+    # SQLite creates the file, not its folder: the commands that write make the folder, and
+    # one that only reads makes neither (telemetry.commands).
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",

@@ -1,7 +1,7 @@
 """The REST API behind the Telemetry tab and the dashboard. docs/api.md describes it.
 
-Every view reads runs through Run.objects.visible_to(user): a run of another org is a 404,
-never a 403, so its name says nothing either.
+Every view reads runs through queries.run_named(name, user=...): a run of another org is a
+404, never a 403, so its name says nothing either.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from telemetry import downsample, queries
+from telemetry.errors import RunNotFound
 from telemetry.layout import KEY_PATTERN, panels_for, stats_for
 from telemetry.lines import notice
-from telemetry.models import Key, Point, Run
+from telemetry.models import Key, Run
 
 WHOLE = re.compile(r"[0-9]{1,18}")
 MAX_BUCKETS = 20_000
@@ -38,10 +39,10 @@ BAD_PARAMS = {
 
 
 def visible_run(request, name: str) -> Run:
-    run = Run.objects.visible_to(request.user).named(name).select_related("org", "layout").first()
-    if run is None:
-        raise Http404
-    return run
+    try:
+        return queries.run_named(name, user=request.user)
+    except RunNotFound:
+        raise Http404 from None
 
 
 def _bad(kind: str, **values) -> ValidationError:
@@ -226,7 +227,7 @@ def run_series(request, name: str):
             drawn=drawn,
             gap=gap,
             passed_over=key.passed_over if key else 0,
-            first_passed_x=_x_at(run, key.first_passed_seq, x) if key else None,
+            first_passed_x=queries.x_at(run, key.first_passed_seq, x) if key else None,
         )
         out.append(trace)
     return Response({"x": x, "last": run.points, "series": out})
@@ -239,13 +240,6 @@ def _in_range(xs: list, ys: list, low: float | None, high: float | None) -> tupl
     hi = math.inf if high is None else high
     kept = [(a, b) for a, b in zip(xs, ys, strict=True) if lo <= a <= hi]
     return [a for a, _ in kept], [b for _, b in kept]
-
-
-def _x_at(run: Run, seq: int | None, x: str | None):
-    if seq is None or x is None:
-        return seq
-    data = Point.objects.filter(run=run, seq=seq).values_list("data", flat=True).first()
-    return (data or {}).get(x)
 
 
 def _whole_text(data: bytes, *, full: bool) -> int:

@@ -1,63 +1,162 @@
-"""What every `div` command shares: one-line errors, quiet pipes, a database that is set up."""
+"""What every `div` command shares: django-click, one-line errors, quiet pipes, a database.
+
+A command is a django-click command made with `command` or `group` below. Whatever goes
+wrong reaches the user as one line on stderr: a usage error (click's own exception types)
+as `div COMMAND: what; div COMMAND --help lists the options`, exit 2; a refusal as
+`div: what to change`, exit 1. No click usage block, no `CommandError:`, no traceback.
+"""
 
 from __future__ import annotations
 
 import gc
-import os
 import sys
+from pathlib import Path
 
+import click
+from click.exceptions import NoArgsIsHelpError
+from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandError, handle_default_options
-from django.db import DatabaseError, connections
+from django.db import DatabaseError, connection, connections
+from djclick.adapter import CommandAdapter, CommandRegistrator, GroupAdapter
 
-NOT_SET_UP = "the database is not set up yet; div migrate sets it up"
+from telemetry.errors import Refused
+from telemetry.layout import LayoutError
+from telemetry.logs import reader_gone
+from telemetry.models import RUN_NAME
+
+NOT_SET_UP = "{home} has no database yet; div migrate sets it up (div run and div serve do too)"
+NOT_A_RUN = '"{value}" is not a run\'s name; name it like run-7 or 7'
 
 
-class DivCommand(BaseCommand):
-    requires_system_checks: list = []
-    # Commands that write set up the database themselves; readers only say it is missing.
-    migrates = False
+class RunName(click.ParamType):
+    """run-7 or 7, as every command that names a run takes it: the canonical run-7."""
+
+    name = "run"
+
+    def convert(self, value, param, ctx) -> str:
+        match = RUN_NAME.fullmatch(value)
+        if match is None:
+            self.fail(NOT_A_RUN.format(value=value), param, ctx)
+        return f"run-{int(match[1])}"
+
+
+RUN = RunName()
+
+
+def usage_message(error: click.UsageError) -> str:
+    """What was wrong with the words given, in one line, from click's exception types."""
+    if isinstance(error, click.NoSuchOption):
+        near = f" (did you mean {error.possibilities[0]}?)" if error.possibilities else ""
+        return f"unrecognized arguments: {error.option_name}{near}"
+    if isinstance(error, NoArgsIsHelpError):
+        names = ", ".join(error.ctx.command.list_commands(error.ctx))
+        return f"name one of its commands: {names}"
+    if isinstance(error, click.MissingParameter) and error.param is not None:
+        return f"{_named(error.param)} is missing"
+    if isinstance(error, click.BadParameter) and error.param is not None:
+        return f"{_named(error.param)}: {error.message}"
+    return error.format_message()
+
+
+def _named(param: click.Parameter) -> str:
+    """--port for an option, RUN for an argument: as the usage line names it."""
+    if isinstance(param, click.Option):
+        return max(param.opts, key=len)
+    return param.human_readable_name.strip("[]").removesuffix("...")
+
+
+class Port(click.ParamType):
+    name = "port"
+
+    def convert(self, value, param, ctx) -> int:
+        text = str(value)
+        if text.isascii() and text.isdigit() and int(text) <= 65535:
+            return int(text)
+        self.fail(f"{value} is not a port; use 1 to 65535, or 0 for any free one", param, ctx)
+
+
+class DivCommandMixin:
+    """run_from_argv is how Django's `manage.py` and `div` both start a command."""
+
+    writes = True  # writers set up the database first; readers only say it is missing
+    use_argparse = False
 
     def run_from_argv(self, argv: list[str]) -> None:
         # What set-up loaded lives as long as the command: the collector need never scan it
         # again, which matters when div telemetry reads 200,000 points.
         gc.freeze()
-        # Not Django's: a usage error or a failure is one line on stderr, never a traceback.
-        parser = self.create_parser(argv[0], argv[1])
         name = f"div {argv[1]}"
         try:
-            options = parser.parse_args(argv[2:])
-            cmd_options = vars(options)
-            args = cmd_options.pop("args", ())
-            handle_default_options(options)
-            self.execute(*args, **cmd_options)
-        except CommandError as e:
-            message = str(e)
-            if message.startswith("Error: "):  # argparse's, about the words given
-                sys.stderr.write(f"{name}: {message[7:]}; {name} --help lists the options\n")
-                sys.exit(2)
-            sys.stderr.write(f"div: {message}\n")
-            sys.exit(e.returncode)
+            code = self.main(args=argv[2:], prog_name=name, standalone_mode=False)
+        except click.UsageError as e:
+            where = e.ctx.command_path if e.ctx is not None else name
+            sys.stderr.write(f"{where}: {usage_message(e)}; {where} --help lists the options\n")
+            code = 2
+        except (click.ClickException, Refused, LayoutError) as e:
+            sys.stderr.write(f"div: {e}\n")
+            code = getattr(e, "exit_code", 1)
         except DatabaseError as e:
-            sys.stderr.write(f"div: {NOT_SET_UP if _missing_table(e) else e}\n")
-            sys.exit(1)
+            home = settings.DIVERGENT_HOME
+            sys.stderr.write(f"div: {NOT_SET_UP.format(home=home) if _missing_table(e) else e}\n")
+            code = 1
         except BrokenPipeError:
-            # The reader went away (div telemetry … | head): stop quietly, as cat does.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            sys.exit(0)
-        except KeyboardInterrupt:
-            sys.exit(130)
+            reader_gone(sys.stdout)
+            code = 0
+        except (KeyboardInterrupt, click.Abort):
+            code = 130
         finally:
             connections.close_all()
+        sys.exit(code if isinstance(code, int) else 0)
 
-    def execute(self, *args, **options):
-        if self.migrates:
-            database_set_up()
-        return super().execute(*args, **options)
+    def invoke(self, ctx):
+        # Here, once the words are parsed: --help needs no database.
+        database_ready(writes=self.writes)
+        return super().invoke(ctx)
 
 
-def database_set_up() -> None:
-    call_command("migrate", interactive=False, verbosity=0)
+class DivCommand(DivCommandMixin, CommandAdapter):
+    pass
+
+
+class DivGroup(DivCommandMixin, GroupAdapter):
+    pass
+
+
+class command(CommandRegistrator):
+    """@command(help=...) on a module's function makes it that `div` command."""
+
+    cls = DivCommand
+
+    def __init__(self, *, writes: bool = True, **kwargs):
+        super().__init__(**kwargs)
+        self.writes = writes
+
+    def get_params(self, name):
+        # Only --help: Django's --settings, --verbosity and the like mean nothing to div.
+        return [click.help_option("-h", "--help", help="Show this and exit.")]
+
+    def __call__(self, func):
+        made = super().__call__(func)
+        made.writes = self.writes
+        return made
+
+
+class group(command):
+    """@group(help=...): a command with sub-commands, like div secrets set|list|delete."""
+
+    cls = DivGroup
+
+
+def database_ready(*, writes: bool) -> None:
+    """A writer sets the database up (made, migrated) before it starts; a reader of a SQLite
+    home that has none says so, and leaves nothing behind, not even an empty file."""
+    if connection.vendor == "sqlite":
+        path = Path(connection.settings_dict["NAME"])
+        if not writes and not path.exists():
+            raise Refused(NOT_SET_UP.format(home=settings.DIVERGENT_HOME))
+        path.parent.mkdir(parents=True, exist_ok=True)
+    if writes:
+        call_command("migrate", interactive=False, verbosity=0)
 
 
 def _missing_table(error: DatabaseError) -> bool:

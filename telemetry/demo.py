@@ -14,13 +14,7 @@ DEMO_DIR = settings.BASE_DIR / "demo"
 
 
 def start() -> tuple[Run, subprocess.Popen]:
-    """The demo run, and the process supervising it: the server stops it when it stops."""
-    source, origin = services.layout_read(directory=DEMO_DIR, telemetry=None)
-    run = services.run_create(
-        org=services.org_get_or_create(),
-        command=[sys.executable, "train.py"],
-        layout_source=source,
-        layout_origin=origin,
-        files_from=DEMO_DIR,
-    )
+    """The demo run, launched as `div run` launches one, and the process supervising it:
+    the server stops it when it stops."""
+    run = services.run_launch(directory=DEMO_DIR, command=[sys.executable, "train.py"])
     return run, runner.detach(run)

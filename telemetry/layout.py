@@ -142,6 +142,16 @@ def panel_x(layout: dict, panel: dict, keys: list[str]) -> str | None:
     return "step" if "step" in keys else None
 
 
+def point_x(x: str | None, seq: int, data: dict) -> int | float | None:
+    """Where a point goes on a panel drawn against x: its x value, or its seq when x is None
+    (the point's place in the run); None when it has no such key, so it is left off.
+
+    >>> point_x("step", 3, {"step": 300, "loss": 0.5}), point_x(None, 3, {"loss": 0.5})
+    (300, 3)
+    """
+    return seq if x is None else data.get(x)
+
+
 def stats_for(layout: dict) -> list[dict]:
     """Copies of the layout's stats with title filled in: a stat is called its key."""
     return [

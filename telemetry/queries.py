@@ -1,14 +1,21 @@
-"""Reads shared by the CLI and the API: a run's keys, drops and points, cheaply."""
+"""Reads shared by the CLI, the API and the pages: a run by name, its keys, drops and points,
+cheaply."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
 
 import orjson
 from django.db import connection
+from django.db.models import Count
 
-from telemetry.lines import Reason
-from telemetry.models import Drop, Key, Point, Run
+from telemetry.errors import RunNotFound
+from telemetry.layout import panel_x, point_x
+from telemetry.lines import Number, Reason
+from telemetry.models import Drop, Key, Point, Run, Secret
 
 BATCH = 5000
 
@@ -111,3 +118,85 @@ def _extract(key: str | None) -> tuple[str, list]:
     if connection.vendor == "postgresql":
         return "(data -> %s)::float8", [key]
     return "json_extract(data, %s)", ['$."' + key + '"']
+
+
+# ---- what the CLI, the API and the pages look up by name ---------------------------------
+
+UNKNOWN_RUN = 'there is no run "{name}"; div telemetry lists the runs'
+EVERY_RUN = object()  # the CLI on the server's own machine reads every org's runs
+FOLLOW_POLL = 0.2  # seconds between looks at a followed run
+
+
+def run_named(name: str, *, user) -> Run:
+    """run-7 or 7 -> the run, if `user` may see it (EVERY_RUN: any run), or RunNotFound:
+    another org's run is not found either, so its name says nothing."""
+    runs = Run.objects.all() if user is EVERY_RUN else Run.objects.visible_to(user)
+    run = runs.named(name).select_related("org", "layout").first()
+    if run is None:
+        raise RunNotFound(UNKNOWN_RUN.format(name=name))
+    return run
+
+
+def runs_listing() -> list[tuple[str, str, int, int, datetime]]:
+    """Every run, oldest first: (name, status, points, keys, created)."""
+    runs = Run.objects.annotate(key_count=Count("keys")).order_by("pk")
+    return [(r.name, r.status, r.points, r.key_count, r.created) for r in runs]
+
+
+@dataclass
+class Report:
+    """What `div telemetry RUN` says about a run besides its points."""
+
+    run: Run
+    keys: list[Key]  # in order of first arrival
+    drops: list[tuple[str, int]]
+    x: str | None  # the x its points are printed against; None: their place in the run
+    # (key, values passed over, the x of the point where the first was) for each such key
+    passed_over: list[tuple[str, int, Number | None]]
+
+    @property
+    def written(self) -> list[str]:
+        return [k.name for k in self.keys]
+
+    @property
+    def key_rows(self) -> list[tuple]:
+        return [(k.name, k.count, k.last, k.min, k.max) for k in self.keys]
+
+
+def report(name: str, *, x: str | None = None) -> Report:
+    """A run's keys, drops and passed-over values, with x resolved as a panel's is."""
+    run = run_named(name, user=EVERY_RUN)
+    keys = keys_of(run)
+    x = panel_x({"x": None}, {"x": x}, [k.name for k in keys])
+    passed = [
+        (k.name, k.passed_over, x_at(run, k.first_passed_seq, x)) for k in keys if k.passed_over
+    ]
+    return Report(run, keys, drops_of(run), x, passed)
+
+
+def x_at(run: Run, seq: int | None, x: str | None) -> Number | None:
+    """The x of the point at a seq: its seq when x is None; None when it has no such x."""
+    if seq is None:
+        return None
+    data = Point.objects.filter(run=run, seq=seq).values_list("data", flat=True).first()
+    return point_x(x, seq, data or {})
+
+
+def stretches(run: Run, *, follow: bool) -> Iterator[tuple[int, int]]:
+    """(after, upto): the seqs stored so far, then, following, each new stretch as it is
+    stored, until the run has ended and its last line is stored."""
+    after = 0
+    while True:
+        run.refresh_from_db(fields=["status", "telemetry_closed", "points"])
+        closed, upto = run.telemetry_closed, run.points
+        yield after, upto
+        after = upto
+        if not follow or closed:
+            return
+        time.sleep(FOLLOW_POLL)
+
+
+def secret_names(org: str) -> list[str]:
+    return list(
+        Secret.objects.filter(org__name=org).order_by("name").values_list("name", flat=True)
+    )

@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import codecs
 import os
 import subprocess
 import sys
 import threading
-import time
-from typing import TextIO
 
 from django.conf import settings
 from django.db import connection
 
-from telemetry import services
+from telemetry import logs, services
 from telemetry.ingest import Ingester, ingester_running
 from telemetry.models import Run, Secret
-
-LOG_POLL = 0.1  # seconds between looks at a followed log
 
 _command: subprocess.Popen | None = None  # the command this process is running, if any
 
@@ -66,8 +61,22 @@ def execute(run: Run) -> int:
             code = 128 - code
     services.run_finish(run=run, exit_code=code)
     if ingesting is not None:
+        stop.set()  # the rest is stored now, without waiting out the ingester's pause
         ingesting.join()
     return code
+
+
+def run_attached(run: Run, out: logs.Printer) -> int:
+    """Supervise the run in this process, printing its log as it is written; returns the
+    command's exit code. A reader that goes away stops only the printing: the command, its
+    log and its telemetry go on to the end."""
+    ended = {}
+    supervising = threading.Thread(target=lambda: ended.update(code=execute(run)))
+    supervising.start()
+    # Waiting on the supervisor, not a clock: its end is noticed at once.
+    logs.follow(run, out, follow=True, wait=supervising.join)
+    supervising.join()
+    return ended.get("code", 1)
 
 
 def forward(signum: int, frame=None) -> None:
@@ -79,7 +88,11 @@ def forward(signum: int, frame=None) -> None:
 
 def _ingest(run_id: int, stop: threading.Event) -> None:
     try:
-        Ingester(run_ids=[run_id]).run_forever(stop, until_closed=True)
+        ingester = Ingester(run_ids=[run_id])
+        ingester.run_forever(stop, until_closed=True)
+        # Stopped once the run has ended: store what is left and close its telemetry.
+        while ingester.tail_once():
+            pass
     finally:
         connection.close()
 
@@ -94,19 +107,3 @@ def detach(run: Run) -> subprocess.Popen:
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-
-
-def follow_log(run: Run, out: TextIO, *, follow: bool, alive=lambda: False) -> None:
-    """Print the log, and with follow, keep printing it until the run has ended."""
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    with open(run.log_path, "rb") as log:
-        while True:
-            run.refresh_from_db(fields=["status"])
-            ended = not run.is_live and not alive()
-            text = decoder.decode(log.read(), final=ended)
-            if text:
-                out.write(text)
-                out.flush()
-            if not follow or ended:
-                return
-            time.sleep(LOG_POLL)

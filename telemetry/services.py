@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -14,29 +15,63 @@ from django.utils import timezone
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
-from telemetry import live
+from telemetry import address, live
+from telemetry.errors import Refused
 from telemetry.layout import LayoutError, default_layout, parse_layout
 from telemetry.lines import notice
 from telemetry.masking import Masker
 from telemetry.models import Drop, Key, Layout, Membership, Org, Point, Run, Secret
+from telemetry.names import slug
 from telemetry.tally import KeyStats, Tally
 
 DEFAULT_ORG = "default"
-DEFAULT_URL = "http://127.0.0.1:8000"
+FIRST_USER = "admin"
 LAYOUT_FILE = "telemetry.toml"
-UNKNOWN_RUN = 'there is no run "{name}"; div telemetry lists the runs'
 NO_LAYOUT_FILE = "telemetry: cannot read {path}: {why}"
+
+# What a refusal says, in one place: the tests reuse them.
+REFUSED = "the API refused the run: {why}"
+NO_COMMAND = "give the command to run after --, like: div run . -- python train.py"
+NOT_A_DIRECTORY = "{path} is not a directory; name the directory to ship"
+CANNOT_SHIP = "cannot ship {path}: {why}"
+NO_ORG = 'there is no org "{name}"; div org add {name} makes it'
+NO_USER = 'there is no user "{name}"; div user add {name} makes one'
+USER_TAKEN = 'there is already a user "{name}"; div user link {name} prints a new login link'
+SECRET_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+BAD_SECRET_NAME = (
+    "{name} cannot be an environment variable; use letters, digits and _, like HF_TOKEN"
+)
+NO_SECRET_VALUE = (
+    'no value on stdin; pipe it in, like: printf %s "$TOKEN" | div secrets set ORG NAME'
+)
+NO_SECRET = 'org {org} has no secret "{name}"'
 
 
 def org_get_or_create(*, name: str = DEFAULT_ORG) -> Org:
-    org, _ = Org.objects.get_or_create(name=name)
+    org, _ = Org.objects.get_or_create(name=slug(name, "an org"))
+    return org
+
+
+@transaction.atomic
+def org_add(*, name: str, members: list[str] = ()) -> Org:
+    """The org (made if new), with each user a member of it; a user that does not exist
+    refuses the whole of it."""
+    org = org_get_or_create(name=name)
+    for username in members:
+        user = get_user_model().objects.filter(username=username).first()
+        if user is None:
+            raise Refused(NO_USER.format(name=username))
+        Membership.objects.get_or_create(org=org, user=user)
     return org
 
 
 @transaction.atomic
 def user_create(*, username: str, orgs: list[str], staff: bool = False):
     """A user with no password, a member of each org: they log in with a one-time link."""
-    user = get_user_model().objects.create_user(username=username, password=None)
+    users = get_user_model().objects
+    if users.filter(username=slug(username, "a user", like="alice")).exists():
+        raise Refused(USER_TAKEN.format(name=username))
+    user = users.create_user(username=username, password=None)
     if staff:
         user.is_staff = user.is_superuser = True
         user.save(update_fields=["is_staff", "is_superuser"])
@@ -45,19 +80,34 @@ def user_create(*, username: str, orgs: list[str], staff: bool = False):
     return user
 
 
-def login_link(*, user, base: str = DEFAULT_URL) -> str:
-    """A link that logs the user in once: logging in changes what the token was made from."""
+def user_add(*, username: str, orgs: list[str], base: str | None = None) -> str:
+    """A new user in their orgs (default: the org default), and their one-time login link."""
+    return login_link(user=user_create(username=username, orgs=orgs or [DEFAULT_ORG]), base=base)
+
+
+def user_link(*, username: str, base: str | None = None) -> str:
+    """A new one-time login link for a user."""
+    user = get_user_model().objects.filter(username=username).first()
+    if user is None:
+        raise Refused(NO_USER.format(name=username))
+    return login_link(user=user, base=base)
+
+
+@transaction.atomic
+def user_first():
+    """The first user of a server with none: an admin in the org default, for /admin/ too;
+    None when there are users already."""
+    if get_user_model().objects.exists():
+        return None
+    return user_create(username=FIRST_USER, orgs=[DEFAULT_ORG], staff=True)
+
+
+def login_link(*, user, base: str | None = None) -> str:
+    """A link that logs the user in once: logging in changes what the token was made from.
+    Its address is the server's public one unless another is given."""
     uid = urlsafe_base64_encode(force_bytes(user.pk))
     token = default_token_generator.make_token(user)
-    return base.rstrip("/") + reverse("login-link", args=[uid, token])
-
-
-def run_by_name(name: str) -> Run:
-    """run-7 or 7 -> the run, or LookupError with the message to show."""
-    run = Run.objects.named(name).select_related("org").first()
-    if run is None:
-        raise LookupError(UNKNOWN_RUN.format(name=name))
-    return run
+    return (base or address.public_url()).rstrip("/") + reverse("login-link", args=[uid, token])
 
 
 def layout_read(*, directory: Path | None, telemetry: Path | None) -> tuple[str, str]:
@@ -104,6 +154,37 @@ def run_create(
     return run
 
 
+@transaction.atomic
+def run_launch(
+    *, directory: Path, command: list[str], telemetry: Path | None = None, org: str | None = None
+) -> Run:
+    """What `div run` and the demo launch: the directory checked, the layout read and parsed,
+    the run created and its files shipped, in one transaction. A refusal leaves no run, and no
+    default org made for it."""
+    if not command:
+        raise Refused(NO_COMMAND)
+    if not directory.is_dir():
+        raise Refused(NOT_A_DIRECTORY.format(path=directory))
+    if org is not None and not Org.objects.filter(name=org).exists():
+        raise Refused(NO_ORG.format(name=org))
+    try:
+        source, origin = layout_read(directory=directory, telemetry=telemetry)
+        return run_create(
+            org=org_get_or_create(name=org or DEFAULT_ORG),
+            command=command,
+            layout_source=source,
+            layout_origin=origin,
+            files_from=directory,
+        )
+    except LayoutError as e:
+        raise Refused(REFUSED.format(why=e)) from None
+    except shutil.Error as e:  # copytree's: every file it could not copy, with why
+        why = e.args[0][0][2]
+        raise Refused(CANNOT_SHIP.format(path=directory, why=why)) from None
+    except OSError as e:
+        raise Refused(CANNOT_SHIP.format(path=directory, why=e.strerror or e)) from None
+
+
 def run_start(*, run: Run) -> None:
     run.started = timezone.now()
     run.save(update_fields=["started"])
@@ -121,9 +202,21 @@ def secret_set(*, org: Org, name: str, value: str) -> None:
     Secret.objects.update_or_create(org=org, name=name, defaults={"value": value})
 
 
-def secret_delete(*, org: Org, name: str) -> bool:
-    deleted, _ = Secret.objects.filter(org=org, name=name).delete()
-    return bool(deleted)
+@transaction.atomic
+def secret_put(*, org: str, name: str, value: str) -> None:
+    """`div secrets set`: a secret by its org's name (made if new), once name and value are
+    ones a run's environment can carry."""
+    if not SECRET_NAME.fullmatch(name):
+        raise Refused(BAD_SECRET_NAME.format(name=name))
+    if not value:
+        raise Refused(NO_SECRET_VALUE)
+    secret_set(org=org_get_or_create(name=org), name=name, value=value)
+
+
+def secret_delete(*, org: str, name: str) -> None:
+    deleted, _ = Secret.objects.filter(org__name=org, name=name).delete()
+    if not deleted:
+        raise Refused(NO_SECRET.format(org=org, name=name))
 
 
 def masker_for(org_id: int) -> Masker:

@@ -9,11 +9,13 @@ loss  2      0.5      0.5      2.31
 from __future__ import annotations
 
 import csv
+import difflib
 import io
 import json
 from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime
 
-from telemetry.lines import Number, format_number, format_row
+from telemetry.lines import Number, format_number, format_row, notice
 
 GAP = "  "
 # Value columns are at least this wide, so a short table reads like the spec's example.
@@ -43,17 +45,24 @@ def key_table(keys: Iterable[tuple[str, int, Number | None, Number | None, Numbe
     )
 
 
-def runs_table(runs: Iterable[tuple[str, str, int, int, str]]) -> str:
+def runs_table(runs: Iterable[tuple[str, str, int, int, str | datetime]]) -> str:
     """The runs there are: (name, status, points, keys, created)."""
     rows = [
-        (name, status, f"{points}", f"{keys}", created)
+        (name, status, f"{points}", f"{keys}", _minute(created))
         for name, status, points, keys, created in runs
     ]
     return aligned(("name", "status", "points", "keys", "created"), rows, (0, 0, 0, 0, 0))
 
 
-def series(rows: Sequence[Sequence[Number | None]], sep: str = "\t") -> list[str]:
-    """Lines of x then one cell per key, for the rows carrying at least one of the keys.
+def _minute(created: str | datetime) -> str:
+    return created if isinstance(created, str) else created.strftime("%Y-%m-%d %H:%M")
+
+
+def series(
+    rows: Sequence[Sequence[Number | None]], sep: str = "\t", *, every: bool = False
+) -> list[str]:
+    """Lines of x then one cell per key, for the rows carrying at least one of the keys (with
+    `every`, for every row: a point that carries only x is still a point of the run).
 
     A missing value is an empty cell, never a zero; so is a missing x. A number never needs
     quoting in CSV, so the same lines serve both forms. A row with every value is formatted in
@@ -62,13 +71,13 @@ def series(rows: Sequence[Sequence[Number | None]], sep: str = "\t") -> list[str
     if not rows:
         return []
     whole = sep.join(["%r"] * len(rows[0])) + "\n"  # %r is format_number's repr
-    lines = [whole % row if None not in row else _partial(row, sep) for row in rows]
+    lines = [whole % row if None not in row else _partial(row, sep, every) for row in rows]
     return [line for line in lines if line] if "" in lines else lines
 
 
-def _partial(row: Sequence[Number | None], sep: str) -> str:
+def _partial(row: Sequence[Number | None], sep: str, every: bool) -> str:
     cells = format_row(row)
-    return sep.join(cells) + "\n" if any(cells[1:]) else ""
+    return sep.join(cells) + "\n" if every or any(cells[1:]) else ""
 
 
 def header(x: str | None, keys: Sequence[str]) -> list[str]:
@@ -93,3 +102,64 @@ def csv_lines(rows: Iterable[Sequence[str]]) -> Iterator[str]:
 
 def json_line(seq: int, data: dict) -> str:
     return json.dumps({"seq": seq, "data": data}) + "\n"
+
+
+def every_key(written: Sequence[str], x: str | None) -> list[str]:
+    """The columns of a table with no keys asked for: every key the run wrote, but x."""
+    return [key for key in written if key != x]
+
+
+def header_line(x: str | None, keys: Sequence[str], sep: str) -> str:
+    return "".join((csv_lines if sep == "," else tsv)([header(x, keys)]))
+
+
+class JsonLines:
+    """--json: each point a line, its keys in the order the run first wrote them (on every
+    database: PostgreSQL's jsonb keeps no order of its own). With keys, only those keys and
+    x, for the points that carry one of the keys."""
+
+    def __init__(self, keys: Sequence[str], x: str | None, written: Sequence[str]):
+        self.keys = list(keys)
+        self.wanted = set(keys) | ({x} if x else set())
+        self.rank = {name: i for i, name in enumerate(written)}
+
+    def order(self, key: str) -> int:
+        return self.rank.get(key, len(self.rank))  # a key first written while following: last
+
+    def __call__(self, batch: Iterable[tuple[int, dict]]) -> Iterator[str]:
+        for seq, data in batch:
+            if self.keys:
+                data = {k: v for k, v in data.items() if k in self.wanted}
+                if not any(k in data for k in self.keys):
+                    continue
+            yield json_line(seq, {k: data[k] for k in sorted(data, key=self.order)})
+
+
+def missing_key(run: str, key: str, written: Sequence[str]) -> str:
+    """The note on stderr for a key the run never wrote: its column is empty."""
+    near = difflib.get_close_matches(key, written, n=1)
+    hint = f"; did you mean {near[0]}?" if near else ""
+    return f'telemetry: {run} has no key "{key}" yet; its column is empty{hint}\n'
+
+
+def passed_over_note(key: str, count: int, x: str | None, at: Number | None) -> str:
+    """What a key's NaN and Infinity values come to; the tab's panel note says the same
+    (static/telemetry/rules.js passedOver).
+
+    >>> passed_over_note("acc", 1, "step", 6)
+    'acc: 1 value passed over as NaN or Infinity, first at step 6'
+    """
+    values = "value" if count == 1 else "values"
+    where = "" if at is None else f", first at {x or 'point'} {format_number(at)}"
+    return f"{key}: {count:,} {values} passed over as NaN or Infinity{where}"
+
+
+def notices(
+    drops: Iterable[tuple[str, int]],
+    passed_over: Iterable[tuple[str, int, Number | None]],
+    x: str | None,
+) -> str:
+    """What `div telemetry RUN` repeats on stderr: what was dropped, then what was passed over."""
+    lines = [notice(reason, count) for reason, count in drops]
+    lines += [f"telemetry: {passed_over_note(key, n, x, at)}" for key, n, at in passed_over]
+    return "".join(line + "\n" for line in lines)

@@ -9,8 +9,9 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.utils.http import urlsafe_base64_decode
 
+from telemetry import queries
 from telemetry.api import detail_of
-from telemetry.models import Run
+from telemetry.errors import RunNotFound
 
 
 @login_required
@@ -20,9 +21,10 @@ def dashboard(request):
 
 @login_required
 def run_page(request, name: str):
-    run = Run.objects.visible_to(request.user).named(name).select_related("org", "layout").first()
-    if run is None:
-        raise Http404("no such run")
+    try:
+        run = queries.run_named(name, user=request.user)
+    except RunNotFound:
+        raise Http404("no such run") from None
     detail = detail_of(run)
     drops = [drop["notice"] for drop in detail["drops"]]
     return render(request, "telemetry/run.html", {"run": run, "drops": drops, "detail": detail})

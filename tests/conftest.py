@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.db import connection
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,6 +34,8 @@ def database_url() -> str:
 def div(home, transactional_db):
     """Runs `div …` as a user would: a process of its own, on the test's database and home."""
     env = {**os.environ, "DIVERGENT_HOME": str(home), "DATABASE_URL": database_url()}
+    # The test's own key: a login link or session made here is good in a server started here.
+    env["SECRET_KEY"] = str(settings.SECRET_KEY)
 
     def run(
         *args: str, input: str | None = None, timeout: float = 60
@@ -69,3 +72,5 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
     from django.conf import settings
 
     settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
+    # The SQLite test database lives in DIVERGENT_HOME, which a clean clone has yet to make.
+    settings.DIVERGENT_HOME.mkdir(parents=True, exist_ok=True)

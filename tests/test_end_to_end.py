@@ -80,6 +80,7 @@ def test_a_run_of_a_real_script_prints_every_format_of_the_spec(div, project):
         "telemetry: dropped a line with more than 64 numbers; split the numbers across lines\n"
         "telemetry: left out a key that is not letters, digits, _ and - between dots; "
         "write train.loss, not train/loss\n"
+        "telemetry: loss: 1 value passed over as NaN or Infinity, first at step 200\n"
     )
 
     tsv = div("telemetry", name.removeprefix("run-"), "loss", "eval.loss")

@@ -5,25 +5,25 @@ from __future__ import annotations
 import signal
 import threading
 
-from telemetry.commands import DivCommand
+import click
+
+from telemetry.commands import command
 from telemetry.ingest import Ingester, ingester_present
 
 
-class Command(DivCommand):
-    help = "Tails the telemetry file of every run whose telemetry is not closed."
-    migrates = True
-
-    def add_arguments(self, parser):
-        parser.add_argument("--once", action="store_true", help="drain what is there and exit")
-
-    def handle(self, *args, once=False, **options):
-        ingester = Ingester()
-        with ingester_present():
-            if once:
-                while ingester.tail_once():
-                    pass
-                return
-            stop = threading.Event()
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(signum, lambda *_: stop.set())
-            ingester.run_forever(stop)
+@command(
+    short_help="Store the telemetry of every open run.",
+    help="Stores the telemetry of every run whose telemetry is not closed.",
+)
+@click.option("--once", is_flag=True, help="Store what is there and exit.")
+def command(once):
+    ingester = Ingester()
+    with ingester_present():
+        if once:
+            while ingester.tail_once():
+                pass
+            return
+        stop = threading.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stop.set())
+        ingester.run_forever(stop)

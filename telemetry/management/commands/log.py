@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-from django.core.management.base import CommandError
+import sys
 
-from telemetry import runner, services
-from telemetry.commands import DivCommand
+import click
+
+from telemetry import logs, queries
+from telemetry.commands import RUN, command
 
 
-class Command(DivCommand):
-    help = "Prints a run's log, masked; with -f, follows it until the run ends."
-
-    def add_arguments(self, parser):
-        parser.add_argument("run", help="run-7 or 7")
-        parser.add_argument("-f", "--follow", action="store_true", help="until the run ends")
-
-    def handle(self, *args, run, follow=False, **options):
-        try:
-            the_run = services.run_by_name(run)
-        except LookupError as e:
-            raise CommandError(str(e)) from None
-        runner.follow_log(the_run, self.stdout._out, follow=follow)
+@command(
+    writes=False,
+    short_help="Print a run's log; -f follows it.",
+    help="Prints a run's log as written; with -f, until the run ends.",
+)
+@click.argument("run", type=RUN)
+@click.option("-f", "--follow", is_flag=True, help="Keep printing until the run ends.")
+def command(run, follow):
+    logs.follow(queries.run_named(run, user=queries.EVERY_RUN), sys.stdout.buffer, follow=follow)

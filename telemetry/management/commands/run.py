@@ -3,75 +3,38 @@
 from __future__ import annotations
 
 import sys
-import threading
 from pathlib import Path
 
-from django.core.management.base import CommandError
-from django.db import transaction
+import click
 
-from telemetry import runner, services
-from telemetry.commands import DivCommand
-from telemetry.layout import LayoutError
-from telemetry.models import Org
-
-REFUSED = "the API refused the run: {why}"
-NO_COMMAND = "give the command to run after --, like: div run . -- python train.py"
-NOT_A_DIRECTORY = "{path} is not a directory; name the directory to ship"
-NO_ORG = 'there is no org "{name}"; div org add {name} makes it'
+from telemetry import logs, runner, services
+from telemetry.commands import command
 
 
-class Command(DivCommand):
-    help = "Ships DIR and runs COMMAND there, recording its log and telemetry."
-    migrates = True
-
-    def add_arguments(self, parser):
-        parser.add_argument(
-            "directory", help="the directory to ship; its telemetry.toml lays out the tab"
-        )
-        parser.add_argument(
-            "command", nargs="*", metavar="-- COMMAND", help="what to run, after --"
-        )
-        parser.add_argument("--telemetry", type=Path, metavar="FILE", help="another layout file")
-        parser.add_argument("--org", help=f"the run's org (default: {services.DEFAULT_ORG})")
-        parser.add_argument("--detach", action="store_true", help="print the run's name and return")
-
-    def run_from_argv(self, argv):
-        # Everything after the first -- is the command, whatever options it has of its own.
-        self.after_dashes = argv[argv.index("--") + 1 :] if "--" in argv else []
-        super().run_from_argv(argv[: argv.index("--")] if "--" in argv else argv)
-
-    def handle(self, *args, directory, command, telemetry=None, org=None, detach=False, **options):
-        directory = Path(directory)
-        command = [*command, *getattr(self, "after_dashes", [])]
-        if not command:
-            raise CommandError(NO_COMMAND)
-        if not directory.is_dir():
-            raise CommandError(NOT_A_DIRECTORY.format(path=directory))
-        if org is not None and not Org.objects.filter(name=org).exists():
-            raise CommandError(NO_ORG.format(name=org))
-        try:
-            source, origin = services.layout_read(directory=directory, telemetry=telemetry)
-            # One transaction: a refused layout leaves no run, and no default org made for it.
-            with transaction.atomic():
-                run = services.run_create(
-                    org=services.org_get_or_create(name=org or services.DEFAULT_ORG),
-                    command=command,
-                    layout_source=source,
-                    layout_origin=origin,
-                    files_from=directory,
-                )
-        except LayoutError as e:
-            raise CommandError(REFUSED.format(why=e)) from None
-        out = self.stdout._out
-        out.write(run.name + "\n")
-        out.flush()
-        if detach:
-            runner.detach(run)
-            return
-
-        ended = {}
-        supervising = threading.Thread(target=lambda: ended.update(code=runner.execute(run)))
-        supervising.start()
-        runner.follow_log(run, out, follow=True, alive=supervising.is_alive)
-        supervising.join()
-        sys.exit(ended.get("code", 1))
+@command(
+    help="Ships DIR and runs COMMAND there, recording its log and telemetry.",
+    short_help="Ship DIR and run COMMAND, recording its telemetry.",
+)
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- COMMAND...")
+@click.option(
+    "--telemetry",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="Another layout file than DIR/telemetry.toml.",
+)
+@click.option("--org", help=f"The run's org (default: {services.DEFAULT_ORG}).")
+@click.option("--detach", is_flag=True, help="Print the run's name and return.")
+@click.pass_context
+def command(ctx, directory, command, telemetry, org, detach):
+    run = services.run_launch(
+        directory=directory, command=list(command), telemetry=telemetry, org=org
+    )
+    # The run's name first, then its log: `div run … | head -1` takes the name, and the run
+    # goes on to the end whether anyone still reads or not.
+    out = logs.Printer(sys.stdout.buffer)
+    out.write(f"{run.name}\n".encode())
+    if detach:
+        runner.detach(run)
+        return
+    ctx.exit(runner.run_attached(run, out))

@@ -2,52 +2,39 @@
 
 from __future__ import annotations
 
-import re
 import sys
 
-from django.core.management.base import CommandError
+import click
 
-from telemetry import services
-from telemetry.commands import DivCommand
-from telemetry.models import Org, Secret
-
-NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-BAD_NAME = "{name} cannot be an environment variable; use letters, digits and _, like HF_TOKEN"
-EMPTY = 'no value on stdin; pipe it in, like: printf %s "$TOKEN" | div secrets set ORG NAME'
-NO_SECRET = 'org {org} has no secret "{name}"'
+from telemetry import queries, services
+from telemetry.commands import group
 
 
-class Command(DivCommand):
-    help = "An org's secrets: given to its runs as environment variables, masked everywhere."
-    migrates = True
+@group(
+    short_help="Set, list and delete an org's secrets.",
+    help="An org's secrets: given to its runs as environment variables, masked everywhere.",
+)
+def command():
+    pass
 
-    def add_arguments(self, parser):
-        actions = parser.add_subparsers(dest="action", required=True, metavar="set|list|delete")
-        setter = actions.add_parser("set", help="read the value from stdin, never from argv")
-        setter.add_argument("org")
-        setter.add_argument("name")
-        lister = actions.add_parser("list", help="names only")
-        lister.add_argument("org")
-        deleter = actions.add_parser("delete")
-        deleter.add_argument("org")
-        deleter.add_argument("name")
 
-    def handle(self, *args, action, org, name=None, **options):
-        if action == "set":
-            if not NAME.fullmatch(name):
-                raise CommandError(BAD_NAME.format(name=name))
-            value = sys.stdin.read()
-            # One trailing newline is echo's, not the secret's.
-            value = value[:-1] if value.endswith("\n") else value
-            if not value:
-                raise CommandError(EMPTY)
-            services.secret_set(org=services.org_get_or_create(name=org), name=name, value=value)
-            return
-        the_org = Org.objects.filter(name=org).first()
-        if action == "list":
-            names = (
-                Secret.objects.filter(org=the_org).order_by("name").values_list("name", flat=True)
-            )
-            self.stdout.write("".join(n + "\n" for n in names), ending="")
-        elif the_org is None or not services.secret_delete(org=the_org, name=name):
-            raise CommandError(NO_SECRET.format(org=org, name=name))
+@command.command(name="set", help="Set a secret, its value read from stdin, never from argv.")
+@click.argument("org")
+@click.argument("name")
+def set_(org, name):
+    value = sys.stdin.read()
+    # One trailing newline is echo's, not the secret's.
+    services.secret_put(org=org, name=name, value=value.removesuffix("\n"))
+
+
+@command.command(name="list", help="The names of an org's secrets, never their values.")
+@click.argument("org")
+def list_(org):
+    sys.stdout.write("".join(name + "\n" for name in queries.secret_names(org)))
+
+
+@command.command(help="Delete a secret.")
+@click.argument("org")
+@click.argument("name")
+def delete(org, name):
+    services.secret_delete(org=org, name=name)

@@ -3,26 +3,19 @@
 from __future__ import annotations
 
 import signal
-import sys
 
-from django.core.management.base import CommandError
+import click
 
-from telemetry import runner, services
-from telemetry.commands import DivCommand
+from telemetry import queries, runner
+from telemetry.commands import RUN, command
 
 
-class Command(DivCommand):
-    help = "Runs a created run's command and records how it ended (used by div run --detach)."
-
-    def add_arguments(self, parser):
-        parser.add_argument("run")
-
-    def handle(self, *args, run, **options):
-        try:
-            the_run = services.run_by_name(run)
-        except LookupError as e:
-            raise CommandError(str(e)) from None
-        # Stopped, it stops the command and still records how the run ended.
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(signum, runner.forward)
-        sys.exit(runner.execute(the_run))
+@command(writes=False, hidden=True, help="Runs a created run's command (div run --detach).")
+@click.argument("run", type=RUN)
+@click.pass_context
+def command(ctx, run):
+    the_run = queries.run_named(run, user=queries.EVERY_RUN)
+    # Stopped, it stops the command and still records how the run ended.
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, runner.forward)
+    ctx.exit(runner.execute(the_run))

@@ -1,46 +1,39 @@
-"""div user add USER [--org ORG ...]: a user, in their orgs, with a one-time login link."""
+"""div user add USER [--org ORG ...] | link USER: a user and a one-time login link."""
 
 from __future__ import annotations
 
-from django.contrib.auth import get_user_model
-from django.core.management.base import CommandError
+import click
 
 from telemetry import services
-from telemetry.commands import DivCommand
+from telemetry.commands import group
 
-TAKEN = 'there is already a user "{name}"; div user link {name} prints a new login link'
+URL_HELP = "The server's address (default: DIVERGENT_URL, else where div serve last served)."
 
 
-class Command(DivCommand):
-    help = "Makes a user (no password: a one-time login link) and adds them to orgs."
-    migrates = True
+@group(
+    short_help="Make a user; print a one-time login link.",
+    help="Users: no passwords; each logs in with a one-time link.",
+)
+def command():
+    pass
 
-    def add_arguments(self, parser):
-        actions = parser.add_subparsers(dest="action", required=True, metavar="add|link")
-        adder = actions.add_parser("add", help="make a user and print a one-time login link")
-        adder.add_argument("username")
-        adder.add_argument(
-            "--org",
-            action="append",
-            default=[],
-            metavar="ORG",
-            help=f"an org the user sees the runs of (default: {services.DEFAULT_ORG})",
-        )
-        adder.add_argument("--url", default=services.DEFAULT_URL, help="the server's address")
-        linker = actions.add_parser("link", help="a new one-time login link for a user")
-        linker.add_argument("username")
-        linker.add_argument("--url", default=services.DEFAULT_URL, help="the server's address")
 
-    def handle(self, *args, action, username, org=(), url, **options):
-        users = get_user_model()
-        if action == "add":
-            if users.objects.filter(username=username).exists():
-                raise CommandError(TAKEN.format(name=username))
-            user = services.user_create(username=username, orgs=org or [services.DEFAULT_ORG])
-        else:
-            user = users.objects.filter(username=username).first()
-            if user is None:
-                raise CommandError(
-                    f'there is no user "{username}"; div user add {username} makes one'
-                )
-        self.stdout.write(services.login_link(user=user, base=url))
+@command.command(help="Make a user and print a one-time login link.")
+@click.argument("username")
+@click.option(
+    "--org",
+    "orgs",
+    metavar="ORG",
+    multiple=True,
+    help=f"An org whose runs the user sees (default: {services.DEFAULT_ORG}).",
+)
+@click.option("--url", help=URL_HELP)
+def add(username, orgs, url):
+    click.echo(services.user_add(username=username, orgs=list(orgs), base=url))
+
+
+@command.command(help="Print a new one-time login link for a user.")
+@click.argument("username")
+@click.option("--url", help=URL_HELP)
+def link(username, url):
+    click.echo(services.user_link(username=username, base=url))

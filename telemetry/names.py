@@ -1,0 +1,21 @@
+"""What may name an org or a user: a slug. Pure: no Django, no I/O; the services call it.
+
+>>> slug("acme", "an org")
+'acme'
+"""
+
+from __future__ import annotations
+
+import re
+
+from telemetry.errors import Refused
+
+SLUG = re.compile(r"[A-Za-z0-9_-]{1,100}")
+NOT_A_SLUG = '"{value}" cannot name {kind}; use up to 100 letters, digits, _ and -, like {like}'
+
+
+def slug(value: str, kind: str, like: str = "acme") -> str:
+    """The name, or Refused saying what a name may be."""
+    if not SLUG.fullmatch(value):
+        raise Refused(NOT_A_SLUG.format(value=value, kind=kind, like=like))
+    return value
