@@ -1,0 +1,343 @@
+"""The `div` command line as a user meets it: click's help, one-line errors with the right exit
+codes, names that are slugs, and a closed stdout that stops only the printing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from telemetry.models import Org, Run
+from tests.conftest import ROOT
+
+COMMANDS = ["ingest", "log", "org", "run", "secrets", "serve", "telemetry", "user"]
+
+
+def one_line_error(done: subprocess.CompletedProcess, code: int, text: str) -> None:
+    """What every error looks like: one line on stderr, that exit code, nothing else."""
+    assert (done.returncode, done.stderr) == (code, text + "\n")
+    assert "Traceback" not in done.stderr and "Usage:" not in done.stderr
+
+
+# ---- help ---------------------------------------------------------------------------------
+
+
+def test_div_help_lists_every_command_with_a_one_line_description(div):
+    shown = div("--help")
+
+    assert shown.returncode == 0
+    listed = shown.stdout.split("Commands:\n")[1].split("\n\n")[0].splitlines()
+    assert [line.split()[0] for line in listed] == COMMANDS
+    assert all(len(line.split(None, 1)[1]) > 10 and "..." not in line for line in listed)
+    assert div("help").stdout == shown.stdout
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_each_command_prints_clicks_help(div, command):
+    shown = div(command, "--help")
+
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith(f"Usage: div {command} ")
+    assert "-h, --help" in shown.stdout
+    assert "--settings" not in shown.stdout  # Django's own options mean nothing to div
+
+
+def test_manage_py_runs_the_same_commands(div):
+    by_manage = subprocess.run(
+        [sys.executable, "manage.py", "telemetry"], env=div.env, cwd=ROOT, capture_output=True
+    )
+
+    assert by_manage.returncode == 0
+    assert by_manage.stdout == div("telemetry").stdout.encode()
+
+
+# ---- usage errors: exit 2 -------------------------------------------------------------------
+
+
+USAGE_ERRORS = [
+    (
+        ["serve", "--port", "99999"],
+        "div serve: --port: 99999 is not a port; use 1 to 65535, or 0 for any free one; "
+        "div serve --help lists the options",
+    ),
+    (
+        ["serve", "--port", "-1"],
+        "div serve: --port: -1 is not a port; use 1 to 65535, or 0 for any free one; "
+        "div serve --help lists the options",
+    ),
+    (
+        ["telemetry", "run-x"],
+        'div telemetry: RUN: "run-x" is not a run\'s name; name it like run-7 or 7; '
+        "div telemetry --help lists the options",
+    ),
+    (
+        ["telemetry", "--csv"],
+        "div telemetry: name a run for --x, --csv, --json or --follow; "
+        "div telemetry --help lists the options",
+    ),
+    (
+        ["secrets", "set", "acme"],
+        "div secrets set: NAME is missing; div secrets set --help lists the options",
+    ),
+    (
+        ["secrets"],
+        "div secrets: name one of its commands: delete, list, set; "
+        "div secrets --help lists the options",
+    ),
+    (["run"], "div run: DIRECTORY is missing; div run --help lists the options"),
+]
+
+
+@pytest.mark.parametrize("args, said", USAGE_ERRORS, ids=[" ".join(a) for a, _ in USAGE_ERRORS])
+def test_a_usage_error_is_one_line_and_exits_2(div, args, said):
+    one_line_error(div(*args), 2, said)
+
+
+# ---- refusals: exit 1 -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args, kind, like",
+    [
+        (["user", "add", ""], "a user", "alice"),
+        (["user", "add", "al ice"], "a user", "alice"),
+        (["org", "add", "bad org"], "an org", "acme"),
+        (["org", "add", ""], "an org", "acme"),
+        (["secrets", "set", "no/org", "HF_TOKEN"], "an org", "acme"),
+    ],
+)
+def test_an_org_or_a_user_is_named_by_a_slug(div, args, kind, like):
+    name = next(a for a in args[2:] if not a.isupper())
+    said = f'div: "{name}" cannot name {kind}; use up to 100 letters, digits, _ and -, like {like}'
+
+    one_line_error(div(*args, input="s3cret-value"), 1, said)
+    assert not Org.objects.filter(name=name).exists()
+
+
+def test_a_user_that_exists_is_refused_and_pointed_to_a_new_link(div):
+    assert div("user", "add", "alice").returncode == 0
+
+    one_line_error(
+        div("user", "add", "alice"),
+        1,
+        'div: there is already a user "alice"; div user link alice prints a new login link',
+    )
+
+
+def test_org_add_with_a_member_who_does_not_exist_makes_nothing(div):
+    one_line_error(
+        div("org", "add", "acme", "--member", "bob"),
+        1,
+        'div: there is no user "bob"; div user add bob makes one',
+    )
+    assert not Org.objects.filter(name="acme").exists()
+
+
+def test_org_add_makes_the_org_with_its_members(div):
+    div("user", "add", "alice")
+    div("user", "add", "bob")
+
+    assert div("org", "add", "acme", "--member", "alice", "--member", "bob").returncode == 0
+
+    assert sorted(Org.objects.get(name="acme").members.values_list("username", flat=True)) == [
+        "alice",
+        "bob",
+    ]
+
+
+def test_a_fifo_in_the_shipped_directory_is_one_line_not_a_traceback(div, tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    os.mkfifo(project / "pipe")
+
+    launched = div("run", str(project), "--", sys.executable, "-c", "1", timeout=30)
+
+    assert launched.returncode == 1
+    assert launched.stderr.startswith(f"div: cannot ship {project}: ")
+    assert "named pipe" in launched.stderr
+    assert launched.stderr.count("\n") == 1 and "Traceback" not in launched.stderr
+    assert not Run.objects.exists()
+
+
+def test_a_secret_that_does_not_exist_cannot_be_deleted(div):
+    one_line_error(
+        div("secrets", "delete", "acme", "HF_TOKEN"), 1, 'div: org acme has no secret "HF_TOKEN"'
+    )
+
+
+def test_a_secret_needs_a_value_on_stdin_and_a_name_a_variable_can_have(div):
+    one_line_error(
+        div("secrets", "set", "acme", "HF_TOKEN", input=""),
+        1,
+        'div: no value on stdin; pipe it in, like: printf %s "$TOKEN" | div secrets set ORG NAME',
+    )
+    one_line_error(
+        div("secrets", "set", "acme", "HF-TOKEN", input="s3cret-value"),
+        1,
+        "div: HF-TOKEN cannot be an environment variable; use letters, digits and _, like HF_TOKEN",
+    )
+
+
+# ---- a home with no database yet ------------------------------------------------------------
+
+
+def test_reading_a_home_that_was_never_set_up_says_what_to_do_and_leaves_nothing(tmp_path):
+    fresh = tmp_path / "fresh"
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "SECRET_KEY")}
+    env["DIVERGENT_HOME"] = str(fresh)
+
+    for args in (["telemetry"], ["telemetry", "run-1"], ["log", "run-1"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "divergent", *args],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+        one_line_error(
+            done,
+            1,
+            f"div: {fresh} has no database yet; div migrate sets it up "
+            "(div run and div serve do too)",
+        )
+    assert not fresh.exists()
+
+
+# ---- settings -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "variable, value, said",
+    [
+        ("DEBUG", "maybe", "div: DEBUG='maybe' is not a yes or no; set it to 1 or 0"),
+        (
+            "DATABASE_URL",
+            "postgres://u:pw@host:port/db",
+            "div: DATABASE_URL is not a database URL; write it like postgres://user@host:5432/db",
+        ),
+        (
+            "DATABASE_URL",
+            "mysql://u@host/db",
+            "div: DATABASE_URL is not a PostgreSQL or SQLite URL; "
+            "write it like postgres://user@host:5432/db",
+        ),
+        (
+            "DIVERGENT_URL",
+            "localhost:8000",
+            "div: DIVERGENT_URL='localhost:8000' is not an http:// or https:// address, "
+            "like https://div.example.com",
+        ),
+    ],
+)
+def test_a_malformed_variable_stops_start_up_with_one_line_naming_it(
+    tmp_path, variable, value, said
+):
+    env = {**os.environ, "DIVERGENT_HOME": str(tmp_path), variable: value}
+
+    done = subprocess.run(
+        [sys.executable, "-m", "divergent", "telemetry"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+
+    one_line_error(done, 1, said)
+    assert "pw" not in done.stderr  # a database URL may carry a password: never shown
+
+
+# ---- a closed stdout stops only the printing ------------------------------------------------
+
+WRITER = """\
+import json, os, sys
+with open(os.environ["DIVERGENT_TELEMETRY_PATH"], "a") as f:
+    for i in range(1, 10001):
+        f.write(json.dumps({"step": i, "loss": 1 / i}) + "\\n")
+        if i % 50 == 0:
+            print("wrote", i, flush=True)
+sys.exit(3)
+"""
+
+
+def test_div_run_piped_into_a_reader_that_stops_early_still_runs_and_stores_everything(
+    div, tmp_path
+):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "writer.py").write_text(WRITER)
+    launched = subprocess.Popen(
+        [sys.executable, "-m", "divergent", "run", str(project), "--", sys.executable, "writer.py"],
+        env=div.env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    name = launched.stdout.readline()  # `| head -1`: the run's name, and the reader is gone
+    launched.stdout.close()
+
+    assert launched.wait(timeout=120) == 3  # the command's exit code
+    assert name == f"{Run.objects.get().name}\n".encode()
+    assert launched.stderr.read() == b""
+    run = Run.objects.get()
+    assert (run.status, run.exit_code, run.telemetry_closed) == ("failed", 3, True)
+    assert run.points == 10_000
+    assert "wrote 10000" in run.log_path.read_text()
+
+
+def test_div_log_piped_into_head_stops_quietly(div, tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    script = "for i in range(20000): print('line', i)"
+    name = div("run", str(project), "--", sys.executable, "-c", script).stdout.split()[0]
+
+    piped = subprocess.run(
+        f"{sys.executable} -m divergent log {name} | head -1",
+        shell=True,
+        env=div.env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+
+    assert (piped.stdout, piped.stderr) == ("line 0\n", "")
+
+
+def test_div_run_and_div_log_print_the_bytes_as_written(div, tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    written = b"\x1b[32mok\x1b[0m\r50%\r100%\n\xff\n"  # colour, a progress bar, not UTF-8
+    script = f"import sys; sys.stdout.buffer.write({written!r})"
+
+    def div_bytes(*args: str) -> bytes:
+        done = subprocess.run(
+            [sys.executable, "-m", "divergent", *args], env=div.env, cwd=ROOT, capture_output=True
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    launched = div_bytes("run", str(project), "--", sys.executable, "-c", script)
+    name = launched.split(b"\n")[0].decode()
+
+    assert launched == f"{name}\n".encode() + written
+    assert div_bytes("log", name) == written
+
+
+# ---- login links name the server ------------------------------------------------------------
+
+
+def test_user_link_uses_divergent_url_when_it_is_set(div):
+    div("user", "add", "alice")
+    env = {**div.env, "DIVERGENT_URL": "https://div.example.com/"}
+
+    linked = subprocess.run(
+        [sys.executable, "-m", "divergent", "user", "link", "alice"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+
+    assert linked.returncode == 0, linked.stderr
+    assert linked.stdout.startswith("https://div.example.com/login/")
