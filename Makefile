@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTHON ?= python3
 
-.PHONY: demo serve test test-postgres lint bench clean
+.PHONY: demo serve test test-js test-postgres lint bench clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,11 +17,14 @@ demo: $(STAMP)  ## the server, with a demo run streaming telemetry
 serve: $(STAMP)
 	$(VENV)/bin/div serve
 
-test: $(STAMP)  ## every test, on SQLite, then the database tests again on PostgreSQL when one answers
+test: $(STAMP) test-js  ## every test: the tab's pure JS on node, SQLite, then PostgreSQL if it answers
 	$(PY) -m pytest
 	@if [ -n "$$CI" ] || $(PY) -c "import socket; socket.create_connection(('127.0.0.1', 5432), 1)" 2>/dev/null; then \
 		$(MAKE) --no-print-directory test-postgres; \
 	else echo "no PostgreSQL on 127.0.0.1:5432: its pass is left out"; fi
+
+test-js:  ## the tab's pure rules (static/telemetry/rules.js), on node
+	node --test tests/js/
 
 test-postgres: $(STAMP)
 	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test} \

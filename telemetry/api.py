@@ -35,6 +35,7 @@ BAD_PARAMS = {
     "too_many_y": "up to 4 keys a request: a panel draws up to 4",
     "smooth": '"smooth" is "{value}", which is not a number from 0 to 0.999',
     "range": '"low" is above "high"',
+    "scale": '"scale" is "{value}", which is not one of linear, log',
 }
 
 
@@ -183,6 +184,7 @@ def run_series(request, name: str):
     ?low=&high=          an x range (zooming in)
     ?buckets=2000        ?raw=1 for every point
     ?smooth=0.6          an EMA on the full-resolution series, sent beside the raw one
+    ?scale=log           leave off (and count) the points a log axis cannot show: 0 and below
     """
     run = visible_run(request, name)
     ys = [_key(request, "y", y) for y in request.query_params.getlist("y")]
@@ -201,11 +203,16 @@ def run_series(request, name: str):
     weight = _number(request, "smooth") or 0.0
     if not 0 <= weight <= 0.999:
         raise _bad("smooth", value=request.query_params.get("smooth"))
+    scale = request.query_params.get("scale") or "linear"
+    if scale not in ("linear", "log"):
+        raise _bad("scale", value=scale)
 
     keys = {k.name: k for k in Key.objects.filter(run=run, name__in=ys)}
     out = []
     for y in ys:
         xs, values = queries.series(run.pk, y, x, upto=run.points)
+        if scale == "log":
+            xs, values, off_scale = downsample.on_log_scale(xs, values)
         gap = downsample.gap_threshold(xs)
         holes = downsample.gaps(xs, gap)
         if weight and values:
@@ -214,6 +221,8 @@ def run_series(request, name: str):
             smoothed_x, smoothed_y = downsample.min_max(sx, sy, buckets)
         xs, values = _in_range(xs, values, low, high)
         trace = {"key": y, "total": len(values)}
+        if scale == "log":
+            trace["off_log_scale"] = len(_in_range(off_scale, off_scale, low, high)[0])
         if weight and values:
             trace["smoothed"] = {"x": smoothed_x, "y": smoothed_y}
         if not raw:

@@ -65,6 +65,22 @@ def smooth(xs: Sequence[float], ys: Sequence[float], weight: float) -> list[floa
     return out
 
 
+def on_log_scale(
+    xs: Sequence[float], ys: Sequence[float]
+) -> tuple[list[float], list[float], list[float]]:
+    """(xs, ys) of the points a log axis can show, and the xs of those it cannot: 0 and below
+    are left off and counted, never drawn as a tick off the bottom edge.
+
+    >>> on_log_scale([1, 2, 3], [0.5, 0, 2])
+    ([1, 3], [0.5, 2], [2])
+    """
+    if all(y > 0 for y in ys):
+        return list(xs), list(ys), []
+    kept = [(x, y) for x, y in zip(xs, ys, strict=True) if y > 0]
+    off = [x for x, y in zip(xs, ys, strict=True) if not y > 0]
+    return [x for x, _ in kept], [y for _, y in kept], off
+
+
 GAP_FACTOR = 5
 GAP_SAMPLE = 10_000
 

@@ -10,6 +10,7 @@ const TelemetryTab = (function () {
   let name, hooks, detail;
   let panels = []; // {spec, el, plot, note, empty, traces: {key: {x, y, total, drawn, ...}}, last, range}
   let stats = [];
+  let written = {}; // key -> how many points carry it: "no points yet" is for a key at 0
   let sent = 0; // the last seq the tab has: the websocket resumes after it
   let socket = null, retry = RETRY_MIN, ended = false;
   let smoothing = 0;
@@ -46,6 +47,7 @@ const TelemetryTab = (function () {
     });
     sent = detail.points;
     ended = detail.closed;
+    countWritten(detail.keys);
     renderStats(detail.stats);
     const added = detail.panels.map(addPanel);
     await Promise.all(added.map((panel, i) => seriesRequests[i].then((data) => apply(panel, data))));
@@ -54,6 +56,11 @@ const TelemetryTab = (function () {
   }
 
   function note(text) { document.getElementById("live-note").textContent = text; }
+
+  function countWritten(keys) {
+    // The server's counts, or the tab's own when live points have taken it further.
+    for (const k of keys) written[k.name] = Math.max(written[k.name] || 0, k.count);
+  }
 
   // ---- stats -------------------------------------------------------------------------------
   function renderStats(list) {
@@ -73,8 +80,7 @@ const TelemetryTab = (function () {
       for (const p of points) {
         const v = p.data[s.y];
         if (v === undefined) continue;
-        if (s.reduce === "last" || s.value === null || s.value === undefined
-            || (s.reduce === "min" && v < s.value) || (s.reduce === "max" && v > s.value)) s.value = v;
+        s.value = TabRules.reduce(s.reduce, s.value, v);
       }
       s.el.textContent = fmt.number(s.value);
     }
@@ -98,6 +104,7 @@ const TelemetryTab = (function () {
     for (const y of panel.spec.y) q.append("y", y);
     if (panel.spec.x) q.set("x", panel.spec.x);
     if (panel.range) { q.set("low", panel.range[0]); q.set("high", panel.range[1]); }
+    if (panel.spec.scale === "log") q.set("scale", "log");
     if (smoothing) q.set("smooth", smoothing);
     return `/api/runs/${name}/series/?${q}`;
   }
@@ -183,21 +190,16 @@ const TelemetryTab = (function () {
   }
 
   function describe(panel) {
-    const parts = [];
-    for (const key of panel.spec.y) {
-      const s = panel.traces[key];
-      if (!s || !s.total) { parts.push(`${key}: no points yet`); continue; }
-      if (s.drawn < s.total) parts.push(`${key}: ${fmt.count(s.drawn)} of ${fmt.count(s.total)} points`);
-      if (s.passed_over) {
-        const where = s.first_passed_x === null ? "" : `, first at ${panel.spec.x || "point"} ${fmt.number(s.first_passed_x)}`;
-        parts.push(`${key}: ${fmt.count(s.passed_over)} value${s.passed_over === 1 ? "" : "s"} passed over as NaN or Infinity${where}`);
-      }
-    }
-    panel.note.textContent = parts.join(" · ");
-    const anything = panel.spec.y.some((k) => panel.traces[k] && panel.traces[k].y.length);
+    const spec = panel.spec;
+    panel.note.textContent = TabRules.panelNote({
+      keys: spec.y, x: spec.x, range: panel.range, traces: panel.traces, written,
+    });
+    // Axes stay while any key of the panel has points, even none in view: a double-click
+    // zooms back out. Only a panel of keys never written says "no points yet" instead.
+    const anything = TabRules.hasPoints({ keys: spec.y, written });
     panel.empty.hidden = anything;
     panel.plot.hidden = !anything;
-    panel.el.dataset.points = String(panel.spec.y.reduce((n, k) => n + ((panel.traces[k] || {}).drawn || 0), 0));
+    panel.el.dataset.points = String(spec.y.reduce((n, k) => n + ((panel.traces[k] || {}).drawn || 0), 0));
   }
 
   function draw(panel) {
@@ -267,6 +269,7 @@ const TelemetryTab = (function () {
     const fresh = points.filter((p) => p.seq > sent);
     if (!fresh.length) return;
     sent = fresh[fresh.length - 1].seq;
+    TabRules.tally(written, fresh);
     recent = recent.concat(fresh);
     if (recent.length > RECENT_MAX) recent = recent.slice(-RECENT_MAX);
     updateStats(fresh);
@@ -279,6 +282,7 @@ const TelemetryTab = (function () {
   async function addNewKeyPanels() {
     // The server lays out the default panels, as it does for the CLI: ask it, add what is new.
     detail = await fmt.json(`/api/runs/${name}/`);
+    countWritten(detail.keys);
     for (const spec of detail.panels) {
       if (!panels.some((p) => p.spec.title === spec.title && p.spec.y.join() === spec.y.join())) {
         await load(addPanel(spec));
@@ -287,26 +291,32 @@ const TelemetryTab = (function () {
   }
 
   function extend(panel, points) {
-    const xKey = panel.spec.x;
-    let added = 0;
+    const spec = panel.spec;
+    let added = 0, changed = false;
     for (const p of points) {
       if (p.seq <= panel.last) continue;
-      const x = xKey ? p.data[xKey] : p.seq;
-      if (x === undefined) continue; // no x: nowhere to go on this panel
+      const x = TabRules.pointX(spec.x, p);
+      if (x === null) continue; // no x: nowhere to go on this panel
       if (panel.range && (x < panel.range[0] || x > panel.range[1])) continue;
-      for (const key of panel.spec.y) {
+      for (const key of spec.y) {
         const v = p.data[key];
         if (v === undefined) continue;
-        const s = panel.traces[key] || (panel.traces[key] = { key, x: [], y: [], total: 0, drawn: 0, passed_over: 0, gap: null });
+        const s = panel.traces[key] || (panel.traces[key] = { key, x: [], y: [], total: 0, drawn: 0, passed_over: 0, gap: null, off_log_scale: 0 });
+        changed = true;
+        if (!TabRules.drawable(spec.scale, v)) { s.off_log_scale = (s.off_log_scale || 0) + 1; continue; }
         // The server says how far apart the key's points may be and still be joined.
-        if (s.gap && s.x.length && x - s.x[s.x.length - 1] > s.gap) { s.x.push(null); s.y.push(null); }
+        if (s.x.length && TabRules.breaksBetween(s.gap, s.x[s.x.length - 1], x)) { s.x.push(null); s.y.push(null); }
         s.x.push(x); s.y.push(v); s.total += 1; s.drawn += 1;
         added += 1;
       }
     }
     const last = points[points.length - 1].seq;
     if (last > panel.last) panel.last = last;
-    if (!added) return;
+    if (!changed) {
+      // A key of the panel may have been written out of view: its note says so.
+      if (points.some((p) => spec.y.some((k) => p.data[k] !== undefined))) describe(panel);
+      return;
+    }
     panel.tail += added;
     if (smoothing || panel.tail > TAIL_REFETCH) scheduleRefetch();
     draw(panel);
