@@ -18,5 +18,6 @@ urlpatterns = [
     path("api/runs/<str:name>/points/", api.run_points, name="api-points"),
     path("api/runs/<str:name>/series/", api.run_series, name="api-series"),
     path("api/runs/<str:name>/log/", api.run_log, name="api-log"),
+    path("api/runs/<str:name>/log/screen/", api.run_screen, name="api-log-screen"),
     path("admin/", admin.site.urls),
 ]

@@ -6,7 +6,6 @@ Every view reads runs through queries.run_named(name, user=...): a run of anothe
 
 from __future__ import annotations
 
-import codecs
 import math
 import re
 
@@ -15,7 +14,7 @@ from rest_framework.decorators import api_view
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
-from telemetry import downsample, queries
+from telemetry import downsample, logs, queries
 from telemetry.errors import RunNotFound
 from telemetry.layout import KEY_PATTERN, panels_for, stats_for
 from telemetry.lines import notice
@@ -24,7 +23,7 @@ from telemetry.models import Key, Run
 WHOLE = re.compile(r"[0-9]{1,18}")
 MAX_BUCKETS = 20_000
 MAX_POINTS_PAGE = 10_000
-MAX_LOG_BYTES = 256 * 1024
+MAX_LOG_BYTES = logs.PAGE_BYTES
 
 # What a bad query parameter says, in one place: the text of each 400.
 BAD_PARAMS = {
@@ -251,33 +250,25 @@ def _in_range(xs: list, ys: list, low: float | None, high: float | None) -> tupl
     return [a for a, _ in kept], [b for _, b in kept]
 
 
-def _whole_text(data: bytes, *, full: bool) -> int:
-    """Where to cut a page of log so the tab never shows half a line, or half a character."""
-    if full and b"\n" in data:
-        return data.rfind(b"\n") + 1
-    # A line longer than a page (a progress bar's carriage returns) is sent in pieces, each
-    # ending on a whole UTF-8 character: what the decoder holds back is the half one.
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    decoder.decode(data)
-    return len(data) - len(decoder.getstate()[0])
+@api_view(["GET"])
+def run_log(request, name: str):
+    """The masked log from a byte offset, as written: scripts and a remote `div log`."""
+    run = visible_run(request, name)
+    text, offset = logs.raw_page(run.log_path, _whole(request, "offset", 0, 0, 2**62))
+    return Response({"text": text, "offset": offset, "live": run.is_live})
 
 
 @api_view(["GET"])
-def run_log(request, name: str):
-    """The masked log from a byte offset: the Log tab follows it."""
+def run_screen(request, name: str):
+    """The masked log from a byte offset as a terminal shows it: the Log tab follows it."""
     run = visible_run(request, name)
-    offset = _whole(request, "offset", 0, 0, 2**62)
-    try:
-        with open(run.log_path, "rb") as log:
-            log.seek(offset)
-            data = log.read(MAX_LOG_BYTES)
-    except FileNotFoundError:
-        data = b""
-    cut = _whole_text(data, full=len(data) == MAX_LOG_BYTES)
+    page = logs.screen_page(run.log_path, _whole(request, "offset", 0, 0, 2**62))
     return Response(
         {
-            "text": data[:cut].decode("utf-8", errors="replace"),
-            "offset": offset + cut,
+            "lines": page.lines,
+            "partial": page.partial,
+            "offset": page.offset,
+            "more": page.more,
             "live": run.is_live,
         }
     )

@@ -1,14 +1,18 @@
-"""A run's log as people read it: as written, for `div log` and `div run`, and followed until
-the run ends. (The Log tab's rendering, as a terminal draws it, is terminal.py's.)"""
+"""A run's log as people read it: as written, for `div log` and `div run`, followed until the
+run ends; and in pages, as written or as a terminal shows it (terminal.py), for the API."""
 
 from __future__ import annotations
 
+import codecs
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import BinaryIO
 
 from telemetry.models import Run
+from telemetry.terminal import Screen, Span, last_state_start
 
 LOG_POLL = 0.1  # seconds between looks at a followed log
 
@@ -61,3 +65,82 @@ class Printer:
 
     def flush(self) -> None:
         pass  # each write is flushed, or its reader is gone
+
+
+# ---- pages of the log, for the Log tab and the API -----------------------------------------
+
+PAGE_BYTES = 256 * 1024
+# What one request may read past the states of a line already written over: a progress bar of
+# 100,000 updates is skipped to its last state in one request.
+SCAN_BYTES = 32 * 1024 * 1024
+
+
+def _read(path: Path, offset: int, size: int) -> bytes:
+    try:
+        with open(path, "rb") as log:
+            log.seek(offset)
+            return log.read(size)
+    except FileNotFoundError:
+        return b""
+
+
+def whole_text_end(data: bytes, *, full: bool) -> int:
+    """Where to cut a page of log so no one is sent half a line, or half a character."""
+    if full and b"\n" in data:
+        return data.rfind(b"\n") + 1
+    # A line longer than a page is sent in pieces, each ending on a whole UTF-8 character:
+    # what the decoder holds back is the half one.
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    decoder.decode(data)
+    return len(data) - len(decoder.getstate()[0])
+
+
+def raw_page(path: Path, offset: int) -> tuple[str, int]:
+    """The log's text from a byte offset, as written, and the offset after it."""
+    data = _read(path, offset, PAGE_BYTES)
+    cut = whole_text_end(data, full=len(data) == PAGE_BYTES)
+    return data[:cut].decode("utf-8", errors="replace"), offset + cut
+
+
+@dataclass
+class ScreenPage:
+    """A page of the log as a terminal shows it: whole lines, then the last state of the line
+    being written (None when the page ends on a newline)."""
+
+    lines: list[list[Span]]
+    partial: list[Span] | None
+    offset: int  # the next page starts here: after the whole lines, at the partial's state
+    more: bool  # the page was cut short: ask again at once
+
+
+def screen_page(path: Path, offset: int, *, page: int = PAGE_BYTES) -> ScreenPage:
+    data = _read(path, offset, page)
+    scanned = 0
+    # A line being rewritten (a progress bar) is read up to its last state: what its carriage
+    # returns wrote over is never sent, however many updates it had.
+    while b"\n" not in data and len(data) == page and scanned < SCAN_BYTES:
+        start = last_state_start(data)
+        if start == 0:
+            break
+        offset, scanned = offset + start, scanned + start
+        data = _read(path, offset, page)
+
+    screen = Screen()
+    full = len(data) == page
+    newline = data.rfind(b"\n") + 1
+    text = data[:newline].decode("utf-8", errors="replace")
+    lines = [screen.spans(line) for line in text.split("\n")[:-1]]
+    tail, offset = data[newline:], offset + newline
+    partial = None
+    if newline and full:
+        pass  # the page ends inside a line: the next page starts at it, and skips to its state
+    elif tail and full and last_state_start(tail) == 0:
+        # One state longer than a page: shown as a line of its own, in pieces.
+        cut = whole_text_end(tail, full=False)
+        lines.append(screen.spans(tail[:cut].decode("utf-8", errors="replace")))
+        offset += cut
+    elif tail:
+        start = last_state_start(tail)
+        partial = screen.spans(tail[start:].decode("utf-8", errors="replace"))
+        offset += start
+    return ScreenPage(lines, partial, offset, more=full)

@@ -16,18 +16,46 @@
     });
   }
 
+  // The Log tab draws the log as a terminal would: the server sends styled spans, a line being
+  // rewritten (a progress bar) as its last state only, which the next page replaces.
   const log = document.getElementById("log");
   let offset = 0;
+  let partial = null;
+
+  function lineEl(spans) {
+    const line = document.createElement("span");
+    for (const [text, style] of spans) {
+      const span = document.createElement("span");
+      span.textContent = text;
+      if (style) styled(span, style);
+      line.append(span);
+    }
+    return line;
+  }
+
+  function styled(span, style) {
+    // 0 to 15 are the terminal's own palette (app.css); anything else is a colour of its own.
+    if (typeof style.fg === "number") span.classList.add(`fg${style.fg}`);
+    else if (style.fg) span.style.color = style.fg;
+    if (typeof style.bg === "number") span.classList.add(`bg${style.bg}`);
+    else if (style.bg) span.style.backgroundColor = style.bg;
+    for (const flag of ["b", "d", "i", "u"]) if (style[flag]) span.classList.add(flag);
+  }
+
   async function followLog() {
     try {
-      const part = await fmt.json(`/api/runs/${name}/log/?offset=${offset}`);
-      if (part.text) {
-        const atBottom = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
-        log.append(part.text);
-        if (atBottom) log.scrollTop = log.scrollHeight;
-      }
-      offset = part.offset;
-      if (part.live || part.text) setTimeout(followLog, 1000);
+      const page = await fmt.json(`/api/runs/${name}/log/screen/?offset=${offset}`);
+      const atBottom = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
+      const added = document.createDocumentFragment();
+      for (const spans of page.lines) added.append(lineEl(spans), "\n");
+      if (partial) partial.remove();
+      partial = page.partial ? lineEl(page.partial) : null;
+      if (partial) added.append(partial);
+      log.append(added);
+      if (atBottom) log.scrollTop = log.scrollHeight;
+      offset = page.offset;
+      if (page.more) followLog();
+      else if (page.live) setTimeout(followLog, 1000);
     } catch (e) {
       setTimeout(followLog, 3000);
     }
