@@ -9,6 +9,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import urllib.request
 from pathlib import Path
 
@@ -36,20 +37,26 @@ class Served:
         self.lines: list[str] = []
 
     def until(self, start: str) -> str:
-        """Read lines until one starts with `start`; that line."""
+        """Read lines until one starts with `start`; that line. The rest is read as it comes,
+        so the server never waits on a full pipe."""
         for line in self.process.stdout:
             self.lines.append(line)
             if line.startswith(start):
+                threading.Thread(target=self.lines.extend, args=(self.process.stdout,)).start()
                 return line
         raise AssertionError(f"div serve ended without a {start!r} line:\n{''.join(self.lines)}")
 
     def stop(self) -> None:
+        """SIGTERM, as Ctrl-C or a service manager stops it; it must stop on its own."""
         self.process.terminate()
         try:
-            self.process.wait(timeout=15)
+            self.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+            raise AssertionError(
+                f"div serve did not stop on SIGTERM:\n{''.join(self.lines)}"
+            ) from None
 
 
 @pytest.fixture
@@ -63,7 +70,8 @@ def serving(div):
 
     yield start
     for served in started:
-        served.stop()
+        if served.process.poll() is None:
+            served.stop()
 
 
 def free_port() -> int:
@@ -164,6 +172,10 @@ def test_the_demo_run_is_launched_as_div_run_launches_one_and_ends_with_the_serv
     assert f"Demo run {demo.name} is streaming: http://127.0.0.1:{port}/runs/{demo.name}/" in said
     assert demo.layout.origin == str(ROOT / "demo" / "telemetry.toml")
     assert (demo.files_path / "train.py").exists()
+    # Stopped once the demo's command runs: a stop before its supervisor has started the
+    # command is the supervisor's own business (runner.forward).
+    wait_for(lambda: "training" in demo.log_path.read_text(), 30, "the demo's command to start")
     served.stop()
     wait_for(lambda: not Run.objects.get().is_live, 30, "the demo run to end with the server")
     assert os.path.exists(demo.log_path)
+    assert "Traceback" not in "".join(served.lines)
