@@ -17,6 +17,7 @@ import functools
 import importlib.util
 import os
 import secrets
+import zoneinfo
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -78,6 +79,22 @@ def env_database(name: str) -> dict | None:
 
 
 DATABASE_ENGINES = ("django.db.backends.postgresql", "django.db.backends.sqlite3")
+
+
+def env_redis(name: str) -> str | None:
+    value = os.environ.get(name) or None
+    if value is not None and urlsplit(value).scheme not in ("redis", "rediss", "unix"):
+        raise BadSetting(f"{name} is not a Redis URL; write it like redis://127.0.0.1:6379/0")
+    return value
+
+
+def env_zone(name: str, default: str) -> str:
+    value = os.environ.get(name) or default
+    try:
+        zoneinfo.ZoneInfo(value)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise BadSetting(f"{name}={value!r} is not a time zone, like UTC or Europe/Paris") from None
+    return value
 
 
 def env_secret_key(name: str):
@@ -188,11 +205,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "timeout": 30,
     }
 
-if os.environ.get("REDIS_URL"):
+if env_redis("REDIS_URL"):
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [os.environ["REDIS_URL"]]},
+            "CONFIG": {"hosts": [env_redis("REDIS_URL")]},
         }
     }
 else:
@@ -200,7 +217,7 @@ else:
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 LANGUAGE_CODE = "en-us"
-TIME_ZONE = os.environ.get("TZ", "UTC")
+TIME_ZONE = env_zone("TZ", "UTC")
 USE_I18N = False
 USE_TZ = True
 

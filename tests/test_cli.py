@@ -223,6 +223,12 @@ def test_reading_a_home_that_was_never_set_up_says_what_to_do_and_leaves_nothing
             "div: DATABASE_URL is not a PostgreSQL or SQLite URL; "
             "write it like postgres://user@host:5432/db",
         ),
+        ("TZ", "Mars/Base", "div: TZ='Mars/Base' is not a time zone, like UTC or Europe/Paris"),
+        (
+            "REDIS_URL",
+            "localhost:6379",
+            "div: REDIS_URL is not a Redis URL; write it like redis://127.0.0.1:6379/0",
+        ),
         (
             "DIVERGENT_URL",
             "localhost:8000",

@@ -1,4 +1,4 @@
-"""div ingest [--once]: stores every open run's telemetry; div serve runs the same inside it."""
+"""div ingest: stores every open run's telemetry; div serve runs the same inside it."""
 
 from __future__ import annotations
 

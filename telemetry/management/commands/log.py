@@ -1,4 +1,4 @@
-"""div log RUN [-f]"""
+"""div log: a run's log, as written."""
 
 from __future__ import annotations
 

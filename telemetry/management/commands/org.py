@@ -1,4 +1,4 @@
-"""div org add ORG [--member USER ...]"""
+"""div org: orgs and their members."""
 
 from __future__ import annotations
 

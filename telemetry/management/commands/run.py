@@ -1,4 +1,4 @@
-"""div run DIR [--telemetry FILE] [--org ORG] [--detach] -- COMMAND..."""
+"""div run: ship a directory and run a command there, recording its log and telemetry."""
 
 from __future__ import annotations
 

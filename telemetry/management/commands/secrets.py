@@ -1,4 +1,4 @@
-"""div secrets set ORG NAME (value on stdin) | list ORG | delete ORG NAME"""
+"""div secrets: an org's secrets, the value read from stdin, never from argv."""
 
 from __future__ import annotations
 

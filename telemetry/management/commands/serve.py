@@ -1,4 +1,4 @@
-"""div serve [--host H] [--port P] [--demo]: daphne, websockets and the ingester in one process."""
+"""div serve: daphne, websockets and the ingester in one process (telemetry/server.py)."""
 
 from __future__ import annotations
 

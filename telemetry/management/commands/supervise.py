@@ -1,4 +1,4 @@
-"""div supervise RUN: runs a detached run's command (div run --detach starts it)."""
+"""div supervise: runs a detached run's command (div run --detach starts it)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""div telemetry [RUN [KEY ...]] [--x KEY] [--csv | --json] [-f]"""
+"""div telemetry: the runs, a run's keys, or its points, in the spec's formats."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""div user add USER [--org ORG ...] | link USER: a user and a one-time login link."""
+"""div user: users, who log in with one-time links."""
 
 from __future__ import annotations
 
