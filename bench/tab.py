@@ -141,6 +141,7 @@ def percentile(samples: Sequence[float], q: float) -> float:
 def setup_django(home: Path) -> None:
     """Django on HOME, migrated. Settings read DIVERGENT_HOME once, so this comes first."""
     os.environ.update(django_env(home))
+    home.mkdir(parents=True, exist_ok=True)  # SQLite makes its file, not its folder
     sys.path.insert(0, str(ROOT))
     import django
 

@@ -33,9 +33,16 @@ def main(argv: list[str] | None = None) -> None:
     if not argv or argv[0] in ("help", "-h", "--help"):
         click.echo(div_group().get_help(click.Context(div_group(), info_name="div")))
         return
-    if not argv[0].startswith("-") and argv[0] not in get_commands():
+    app = get_commands().get(argv[0])
+    if not argv[0].startswith("-") and app is None:
         sys.stderr.write(NO_SUCH_COMMAND.format(name=argv[0]) + "\n")
         sys.exit(2)
+    if app != "telemetry":
+        # Django's own commands (div migrate, div createsuperuser) on a home not made yet:
+        # SQLite makes its file, not its folder. The div commands see to their own.
+        from django.conf import settings
+
+        settings.DIVERGENT_HOME.mkdir(parents=True, exist_ok=True)
     execute_from_command_line(["div", *argv])
 
 

@@ -205,6 +205,25 @@ def test_reading_a_home_that_was_never_set_up_says_what_to_do_and_leaves_nothing
     assert not fresh.exists()
 
 
+def test_div_migrate_sets_up_a_home_that_does_not_exist_yet(tmp_path):
+    fresh = tmp_path / "fresh"
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "SECRET_KEY")}
+    env["DIVERGENT_HOME"] = str(fresh)
+
+    def div(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "divergent", *args],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+
+    assert div("migrate").returncode == 0
+    listed = div("telemetry")
+    assert (listed.returncode, listed.stdout) == (0, "name  status  points  keys  created\n")
+
+
 # ---- settings -------------------------------------------------------------------------------
 
 
