@@ -66,10 +66,16 @@ def run_daphne(host: str, port: int, listening: Callable[[int], None]) -> None:
     class Listening(Server):
         def listen_success(self, port):
             super().listen_success(port)
-            listening(port.getHost().port)
+            try:
+                listening(port.getHost().port)
+            except Exception as e:  # the demo refused, say: told once daphne has stopped
+                failed.append(e)
+                self.stop()
 
         def listen_error(self, failure):
-            failed.append(failure.value)
+            error = failure.value
+            why = getattr(getattr(error, "socketError", None), "strerror", None) or error
+            failed.append(Refused(CANNOT_SERVE.format(host=host, port=port, why=why)))
             self.stop()
 
     def begin():
@@ -90,8 +96,7 @@ def run_daphne(host: str, port: int, listening: Callable[[int], None]) -> None:
         verbosity=0,
     ).run()
     if failed:
-        why = getattr(failed[0], "socketError", None) or failed[0]
-        raise Refused(CANNOT_SERVE.format(host=host, port=port, why=getattr(why, "strerror", why)))
+        raise failed[0]
 
 
 def check_free(host: str, port: int) -> None:
