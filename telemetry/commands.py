@@ -10,6 +10,8 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, handle_default_options
 from django.db import DatabaseError, connections
 
+from telemetry.encryption import SecretsKeyError
+
 NOT_SET_UP = "the database is not set up yet; div migrate sets it up"
 
 
@@ -38,6 +40,9 @@ class DivCommand(BaseCommand):
                 sys.exit(2)
             sys.stderr.write(f"div: {message}\n")
             sys.exit(e.returncode)
+        except SecretsKeyError as e:
+            sys.stderr.write(f"div: {e}\n")
+            sys.exit(1)
         except DatabaseError as e:
             sys.stderr.write(f"div: {NOT_SET_UP if _missing_table(e) else e}\n")
             sys.exit(1)

@@ -66,11 +66,13 @@ class Command(DivCommand):
         out.write(run.name + "\n")
         out.flush()
         if detach:
-            runner.detach(run)
+            runner.detach(run, command)
             return
 
         ended = {}
-        supervising = threading.Thread(target=lambda: ended.update(code=runner.execute(run)))
+        supervising = threading.Thread(
+            target=lambda: ended.update(code=runner.execute(run, command))
+        )
         supervising.start()
         runner.follow_log(run, out, follow=True, alive=supervising.is_alive)
         supervising.join()

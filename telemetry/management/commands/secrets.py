@@ -41,7 +41,12 @@ class Command(DivCommand):
             value = value[:-1] if value.endswith("\n") else value
             if not value:
                 raise CommandError(EMPTY)
-            services.secret_set(org=services.org_get_or_create(name=org), name=name, value=value)
+            try:
+                services.secret_set(
+                    org=services.org_get_or_create(name=org), name=name, value=value
+                )
+            except services.SecretRefused as e:
+                raise CommandError(str(e)) from None
             return
         the_org = Org.objects.filter(name=org).first()
         if action == "list":

@@ -20,9 +20,10 @@ class Command(DivCommand):
     def handle(self, *args, run, **options):
         try:
             the_run = services.run_by_name(run)
-        except LookupError as e:
+            command = runner.read_command(sys.stdin.buffer)
+        except (LookupError, ValueError) as e:
             raise CommandError(str(e)) from None
         # Stopped, it stops the command and still records how the run ended.
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, runner.forward)
-        sys.exit(runner.execute(the_run))
+        sys.exit(runner.execute(the_run, command))
