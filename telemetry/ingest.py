@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from telemetry import services
 from telemetry.encryption import SecretsKeyError
-from telemetry.lines import MAX_LINE_BYTES
+from telemetry.lines import BOM, MAX_LINE_BYTES
 from telemetry.masking import Masker
 from telemetry.models import Run
 from telemetry.tally import Tally
@@ -164,6 +164,12 @@ class Ingester:
         with open(run.telemetry_path, "rb") as f:
             f.seek(offset)
             chunk = f.read(self.chunk_bytes)
+        if offset == 0 and chunk.startswith(BOM):
+            # Stepped over once, as the file's first bytes: the first line is then any other.
+            services.ingest_batch(
+                run=run, tally=tally, offset=len(BOM), in_long_line=False, close=False
+            )
+            return True
         complete = ended and offset + len(chunk) >= size
         lines, consumed, in_long_line = split_chunk(
             chunk, complete=complete, in_long_line=in_long_line
