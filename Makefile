@@ -27,7 +27,7 @@ test-postgres: $(STAMP)
 	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test} \
 		$(PY) -m pytest tests/test_end_to_end.py tests/test_api.py tests/test_consumers.py \
 			tests/test_scale_out.py tests/test_admin.py tests/test_secrets_at_rest.py \
-			tests/test_run_secrets.py tests/test_byte_order_mark.py
+			tests/test_run_secrets.py tests/test_byte_order_mark.py tests/test_layout_limits.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
