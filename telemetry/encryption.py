@@ -32,7 +32,8 @@ BAD_FILE_KEY = (
 UNREADABLE_KEY = "cannot read the secrets key {path}: {why}"
 MISSING_KEY = (
     "the secrets key {path} is missing, and the secrets stored were encrypted with it; restore "
-    f"it, or set {KEY_ENV} to the key they were stored with"
+    f"it, set {KEY_ENV} to the key they were stored with, or delete them with div secrets delete "
+    "and set them again"
 )
 WRONG_KEY = (
     "the stored secrets cannot be decrypted with {source}; use the key they were stored with, "
