@@ -105,6 +105,8 @@ class Masker:
             every |= forms(value)
         self.needles = sorted(every)
         self.longest = max(map(len, self.needles), default=0)
+        # Whether any form is there at all, in one pass: most lines hold none.
+        self.anywhere = re.compile(b"|".join(map(re.escape, self.needles))) if every else None
 
     def __bool__(self) -> bool:
         return bool(self.needles)
@@ -145,10 +147,10 @@ class Masker:
         return longest
 
     def found_in(self, data: bytes) -> bool:
-        return any(needle in data for needle in self.needles)
+        return self.anywhere is not None and self.anywhere.search(data) is not None
 
     def mask(self, data: bytes) -> bytes:
-        if not self.needles:
+        if not self.found_in(data):
             return data
         return _replace(data, self.spans(data))
 
