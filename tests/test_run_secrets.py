@@ -66,17 +66,21 @@ def wait_for(name):
 # The command line
 
 
-def test_a_secret_on_the_command_line_is_shown_masked_and_given_whole(div, project):
+@pytest.fixture
+def check(div, project) -> str:
+    """w.py, which says whether its last argument is the secret HF_TOKEN, whole."""
     assert div("secrets", "set", "default", "HF_TOKEN", input=SECRET).returncode == 0
-    check = script(
+    return script(
         project,
         "w.py",
         """
         import os, sys
-        print("argv whole:", sys.argv[2] == os.environ["HF_TOKEN"])
+        print("argv whole:", sys.argv[-1] == os.environ["HF_TOKEN"])
         """,
     )
 
+
+def test_a_secret_on_the_command_line_is_shown_masked_and_given_whole(div, project, check):
     launched = div("run", str(project), "--", sys.executable, check, "--token=x", SECRET)
 
     assert launched.returncode == 0, launched.stderr
@@ -93,17 +97,7 @@ def test_a_secret_on_the_command_line_is_shown_masked_and_given_whole(div, proje
     assert SECRET not in admin and "***" in admin
 
 
-def test_a_detached_run_is_given_its_command_whole_without_storing_it(div, project):
-    assert div("secrets", "set", "default", "HF_TOKEN", input=SECRET).returncode == 0
-    check = script(
-        project,
-        "w.py",
-        """
-        import os, sys
-        print("argv whole:", sys.argv[1] == os.environ["HF_TOKEN"])
-        """,
-    )
-
+def test_a_detached_run_is_given_its_command_whole_without_storing_it(div, project, check):
     launched = div("run", str(project), "--detach", "--", sys.executable, check, SECRET)
 
     assert launched.returncode == 0, launched.stderr
@@ -124,54 +118,58 @@ def test_the_supervisor_without_a_command_on_stdin_is_one_line(div, project):
 # The log, as output arrives
 
 
+def launch_paused(div, project, body: str) -> Run:
+    """A detached run of a script that writes, waits for the file "go", and writes again."""
+    script(project, "paused.py", WAIT_FOR + textwrap.dedent(body))
+    div("run", str(project), "--detach", "--", sys.executable, "paused.py")
+    return Run.objects.get()
+
+
+def go_on(run: Run) -> None:
+    (run.files_path / "go").touch()
+    wait_for(lambda: ended(run), what="the run")
+
+
 def test_a_progress_bar_reaches_the_log_before_its_newline(div, project):
-    bar = script(
+    run = launch_paused(
+        div,
         project,
-        "bar.py",
-        WAIT_FOR
-        + """
-import sys
-sys.stdout.write("\\r 50%|#####     |")
-sys.stdout.flush()
-wait_for("go")
-sys.stdout.write("\\r100%|##########|\\n")
-""",
+        """
+        import sys
+        sys.stdout.write("\\r 50%|#####     |")
+        sys.stdout.flush()
+        wait_for("go")
+        sys.stdout.write("\\r100%|##########|\\n")
+        """,
     )
-    div("run", str(project), "--detach", "--", sys.executable, bar)
-    run = Run.objects.get()
 
     wait_for(lambda: "50%|#####" in log_of(run), timeout=10, what="the progress bar in the log")
 
-    (run.files_path / "go").touch()
-    wait_for(lambda: ended(run), what="the run")
+    go_on(run)
     assert log_of(run) == "\r 50%|#####     |\r100%|##########|\n"
 
 
 def test_a_secret_split_across_two_writes_is_masked_and_the_rest_goes_out_at_once(div, project):
     assert div("secrets", "set", "default", "HF_TOKEN", input=SECRET).returncode == 0
-    split = script(
+    run = launch_paused(
+        div,
         project,
-        "split.py",
-        WAIT_FOR
-        + """
-import sys
-token = os.environ["HF_TOKEN"]
-sys.stdout.write("token: " + token[:7])
-sys.stdout.flush()
-open("half", "w").close()
-wait_for("go")
-sys.stdout.write(token[7:] + " (ok)\\n")
-""",
+        """
+        import sys
+        token = os.environ["HF_TOKEN"]
+        sys.stdout.write("token: " + token[:7])
+        sys.stdout.flush()
+        open("half", "w").close()
+        wait_for("go")
+        sys.stdout.write(token[7:] + " (ok)\\n")
+        """,
     )
-    div("run", str(project), "--detach", "--", sys.executable, split)
-    run = Run.objects.get()
 
     wait_for(lambda: (run.files_path / "half").exists(), what="the first half")
     wait_for(lambda: "token: " in log_of(run), timeout=10, what="what came before it")
     assert SECRET[:7] not in log_of(run)
 
-    (run.files_path / "go").touch()
-    wait_for(lambda: ended(run), what="the run")
+    go_on(run)
     assert log_of(run) == "token: *** (ok)\n"
 
 
