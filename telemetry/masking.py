@@ -216,7 +216,8 @@ class StreamMasker:
         if not masker:
             self.held, self.covered = b"", 0
             return data
-        spans = masker.spans(data, self.covered)
+        found = self.covered or masker.found_in(data)
+        spans = masker.spans(data, self.covered) if found else []
         # A secret that starts here or later may still be arriving; before it, all is known.
         cut = safe = len(data) - masker.partial(data)
         for start, end in spans:

@@ -211,7 +211,7 @@ def determined_digits(before: bytes, secret: bytes, after: bytes) -> bytes:
     return encoded[first:whole]
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(st.lists(secrets, min_size=1, max_size=3), fillers, fillers, st.data())
 def test_no_form_of_any_secret_survives_masking(values, before, after, data):
     pieces = [before]
@@ -240,7 +240,7 @@ def test_no_form_of_any_secret_survives_masking(values, before, after, data):
             assert digits not in masked
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(secrets, fillers, fillers)
 def test_every_base64_digit_made_of_a_secret_alone_is_masked(secret, before, after):
     raw = secret.encode()
@@ -249,7 +249,7 @@ def test_every_base64_digit_made_of_a_secret_alone_is_masked(secret, before, aft
     assert b"***" in masked
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(st.lists(secrets, min_size=1, max_size=3), st.lists(st.text(max_size=8), max_size=4))
 def test_no_secret_survives_in_a_masked_command_line(values, words):
     command = [*words, *values, " ".join(values)]

@@ -82,7 +82,7 @@ def test_output_without_secrets_is_never_held():
 secrets = st.text(alphabet="ab-\n", min_size=MIN_LENGTH, max_size=12)
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(
     st.lists(secrets, min_size=1, max_size=3),
     st.lists(st.text(alphabet="ab-\n", max_size=30), max_size=6),
