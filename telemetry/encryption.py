@@ -29,7 +29,8 @@ BAD_FILE_KEY = (
     "{path} is not a secrets key (44 characters of URL-safe Base64); restore the file the "
     f"secrets were stored with, or set {KEY_ENV}"
 )
-UNREADABLE_KEY = "cannot read the secrets key {path}: {why}"
+UNREADABLE_KEY = f"cannot read the secrets key {{path}}: {{why}}; fix it, or set {KEY_ENV}"
+UNWRITABLE_KEY = f"cannot make the secrets key {{path}}: {{why}}; set {KEY_ENV} instead"
 MISSING_KEY = (
     "the secrets key {path} is missing, and the secrets stored were encrypted with it; restore "
     f"it, set {KEY_ENV} to the key they were stored with, or delete them with div secrets delete "
@@ -101,7 +102,11 @@ def _read_or_make(path: Path, *, create: bool) -> str:
     except (OSError, UnicodeError) as e:
         why = e.strerror if isinstance(e, OSError) and e.strerror else "not text"
         raise SecretsKeyError(UNREADABLE_KEY.format(path=path, why=why.lower())) from None
-    return _make(path)
+    try:
+        return _make(path)
+    except OSError as e:
+        why = (e.strerror or str(e)).lower()
+        raise SecretsKeyError(UNWRITABLE_KEY.format(path=path, why=why)) from None
 
 
 def _make(path: Path) -> str:

@@ -177,6 +177,25 @@ def test_a_bad_key_in_the_environment_is_one_line_naming_the_variable(div):
     assert not Secret.objects.exists()
 
 
+def test_a_key_that_cannot_be_read_or_made_is_one_line(div, tmp_path):
+    (tmp_path / "file").write_text("")
+    div.env["DIVERGENT_HOME"] = str(tmp_path / "file")
+    unreadable = div("secrets", "set", "acme", "HF_TOKEN", input=SECRET)
+
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / encryption.KEY_FILE).symlink_to(tmp_path / "nowhere" / "key")
+    div.env["DIVERGENT_HOME"] = str(tmp_path / "home")
+    unmakeable = div("secrets", "set", "acme", "HF_TOKEN", input=SECRET)
+
+    path = tmp_path / "file" / encryption.KEY_FILE
+    message = encryption.UNREADABLE_KEY.format(path=path, why="not a directory")
+    assert (unreadable.returncode, unreadable.stderr) == (1, f"div: {message}\n")
+    path = tmp_path / "home" / encryption.KEY_FILE
+    message = encryption.UNWRITABLE_KEY.format(path=path, why="no such file or directory")
+    assert (unmakeable.returncode, unmakeable.stderr) == (1, f"div: {message}\n")
+    assert not Secret.objects.exists()
+
+
 def test_a_key_from_the_environment_is_used_and_no_file_is_made(div, home):
     key = Fernet.generate_key().decode()
     div.env[encryption.KEY_ENV] = key
