@@ -28,8 +28,7 @@ test-js:  ## the tab's pure rules (static/telemetry/rules.js), on node
 
 test-postgres: $(STAMP)
 	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test} \
-		$(PY) -m pytest tests/test_end_to_end.py tests/test_api.py tests/test_pages.py tests/test_login.py tests/test_cli.py tests/test_serve.py tests/test_telemetry_output.py tests/test_log_screen.py tests/test_consumers.py \
-			tests/test_scale_out.py tests/test_admin.py
+		$(PY) -m pytest -m "database and not browser"
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

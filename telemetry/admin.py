@@ -5,6 +5,8 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
 
+from telemetry import services
+from telemetry.encryption import SecretsKeyError
 from telemetry.models import Drop, Key, Layout, Membership, Org, Point, Run, Secret
 
 
@@ -54,11 +56,20 @@ class OrgAdmin(admin.ModelAdmin):
 
 class SecretForm(forms.ModelForm):
     # The value can be replaced, never read back: the field starts empty on every page.
-    value = forms.CharField(widget=forms.PasswordInput(render_value=False), required=True)
+    value = forms.CharField(
+        widget=forms.PasswordInput(render_value=False), required=True, strip=False
+    )
 
     class Meta:
         model = Secret
-        fields = ["org", "name", "value"]
+        fields = ["org", "name"]
+
+    def clean_value(self) -> str:
+        try:
+            self.instance.sealed = services.secret_seal(value=self.cleaned_data["value"])
+        except (services.SecretRefused, SecretsKeyError) as e:
+            raise forms.ValidationError(str(e)) from None
+        return ""  # the value itself goes no further than its encryption
 
 
 @admin.register(Secret)
@@ -68,6 +79,13 @@ class SecretAdmin(admin.ModelAdmin):
     list_select_related = ["org"]
     list_filter = ["org"]
     search_fields = ["name"]
+
+    def lookup_allowed(self, lookup, value, request=None):
+        # No query string may ask about the value: ?sealed__regex= would answer, a character at
+        # a time, whatever the ciphertext gives away. The field answers no lookup either.
+        if lookup.split("__")[0] == "sealed":
+            return False
+        return super().lookup_allowed(lookup, value, request)
 
 
 @admin.register(Run)

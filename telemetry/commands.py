@@ -19,6 +19,7 @@ from django.core.management import call_command
 from django.db import DatabaseError, connection, connections
 from djclick.adapter import CommandAdapter, CommandRegistrator, GroupAdapter
 
+from telemetry.encryption import SecretsKeyError
 from telemetry.errors import Refused
 from telemetry.layout import LayoutError
 from telemetry.logs import reader_gone
@@ -92,7 +93,7 @@ class DivCommandMixin:
             where = e.ctx.command_path if e.ctx is not None else name
             sys.stderr.write(f"{where}: {usage_message(e)}; {where} --help lists the options\n")
             code = 2
-        except (click.ClickException, Refused, LayoutError) as e:
+        except (click.ClickException, Refused, LayoutError, SecretsKeyError) as e:
             sys.stderr.write(f"div: {e}\n")
             code = getattr(e, "exit_code", 1)
         except DatabaseError as e:

@@ -16,5 +16,6 @@ DEMO_DIR = settings.BASE_DIR / "demo"
 def start() -> tuple[Run, subprocess.Popen]:
     """The demo run, launched as `div run` launches one, and the process supervising it:
     the server stops it when it stops."""
-    run = services.run_launch(directory=DEMO_DIR, command=[sys.executable, "train.py"])
-    return run, runner.detach(run)
+    command = [sys.executable, "train.py"]
+    run = services.run_launch(directory=DEMO_DIR, command=command)
+    return run, runner.detach(run, command)

@@ -23,7 +23,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from telemetry import services
-from telemetry.lines import MAX_LINE_BYTES, read_line
+from telemetry.encryption import SecretsKeyError
+from telemetry.lines import BOM, MAX_LINE_BYTES
 from telemetry.masking import Masker
 from telemetry.models import Run
 from telemetry.tally import Tally
@@ -75,6 +76,7 @@ class Ingester:
         self.leases: dict[int, object] = {}
         self.tallies: dict[int, Tally] = {}
         self.maskers: dict[int, tuple[float, Masker]] = {}
+        self.unreadable: set[int] = set()  # orgs whose secrets this key cannot decrypt
 
     def open_runs(self):
         runs = Run.objects.filter(telemetry_closed=False)
@@ -124,10 +126,20 @@ class Ingester:
         self.leases.pop(run_id, None)
         self.tallies.pop(run_id, None)
 
-    def masker(self, run: Run) -> Masker:
+    def masker(self, run: Run) -> Masker | None:
+        """The org's masker, read again every SECRETS_TTL seconds; None while its secrets cannot
+        be read (said once in the server's log): its runs wait rather than go unmasked."""
         read_at, masker = self.maskers.get(run.org_id, (0.0, None))
         if masker is None or time.monotonic() - read_at > SECRETS_TTL:
-            masker = services.masker_for(run.org_id)
+            try:
+                masker = services.masker_for(run.org_id)
+            except SecretsKeyError as e:
+                if run.org_id not in self.unreadable:
+                    log.error("telemetry of org %s waits: %s", run.org, e)
+                self.unreadable.add(run.org_id)
+                self.maskers.pop(run.org_id, None)
+                return None
+            self.unreadable.discard(run.org_id)
             self.maskers[run.org_id] = (time.monotonic(), masker)
         return masker
 
@@ -152,6 +164,12 @@ class Ingester:
         with open(run.telemetry_path, "rb") as f:
             f.seek(offset)
             chunk = f.read(self.chunk_bytes)
+        if offset == 0 and chunk.startswith(BOM):
+            # Stepped over once, as the file's first bytes: the first line is then any other.
+            services.ingest_batch(
+                run=run, tally=tally, offset=len(BOM), in_long_line=False, close=False
+            )
+            return True
         complete = ended and offset + len(chunk) >= size
         lines, consumed, in_long_line = split_chunk(
             chunk, complete=complete, in_long_line=in_long_line
@@ -159,8 +177,10 @@ class Ingester:
         if not consumed:
             return False  # a line waiting for its newline
         masker = self.masker(run)
+        if masker is None:
+            return False
         for raw in lines:
-            tally.add(read_line(masker.mask(raw) if masker else raw))
+            tally.add(masker.read_line(raw))
         close = complete and offset + consumed >= size
         services.ingest_batch(
             run=run, tally=tally, offset=offset + consumed, in_long_line=in_long_line, close=close

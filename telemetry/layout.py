@@ -22,6 +22,13 @@ import tomllib
 # in one.
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*\Z")
 MAX_PANEL_KEYS = 4
+# What one tab can show, and a bound on what a run stores and every page sends.
+MAX_PANELS = 64
+MAX_STATS = 64
+MAX_TITLE = 200  # characters
+# Past the table limits, so that a file breaking one hears which; this bounds the rest (comments,
+# keys), and keeps reading the largest file to about a second.
+MAX_FILE_BYTES = 4 * 1024 * 1024
 
 TOP_KEYS = ("x", "panel", "stat")
 PANEL_KEYS = ("title", "x", "y", "scale", "min", "max", "rule", "wide")
@@ -36,6 +43,9 @@ NOT_TOML = "telemetry is not valid TOML: {error}"
 TOO_DEEP = "telemetry nests arrays or tables too deeply to read"
 TOO_LONG = "telemetry has a number too long to read"
 UNKNOWN_KEY = "{where} has {key}, which is not one of {allowed}"
+TOO_BIG = "telemetry is {size:,} bytes; a layout file is at most {most} MiB"
+TOO_MANY_TABLES = "telemetry has {count:,} [[{table}]] tables; a tab shows up to {most}"
+TITLE_TOO_LONG = "{where} has a title of {length:,} characters; keep it to {most}"
 NOT_TABLES = (
     "telemetry has a {table} that is not a [[{table}]] table; write each {table} as [[{table}]]"
 )
@@ -74,6 +84,9 @@ def parse_layout(text: str) -> dict:
     file: it gets default_layout(). Raises LayoutError otherwise when the
     file cannot be read.
     """
+    size = len(text.encode("utf-8", "surrogatepass")) if len(text) * 4 > MAX_FILE_BYTES else 0
+    if size > MAX_FILE_BYTES:
+        raise LayoutError(TOO_BIG.format(size=size, most=MAX_FILE_BYTES // 2**20))
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
@@ -180,7 +193,7 @@ def _panel(where: str, table: dict) -> dict:
     # A dict display is evaluated in order, so values are checked in the
     # order PANEL_KEYS lists them.
     panel = {
-        "title": _string(where, table, "title"),
+        "title": _title(where, table),
         "x": _key(where, table, "x"),
         "y": _panel_y(where, table["y"]),
         "scale": _choice(where, table, "scale", SCALES),
@@ -204,7 +217,7 @@ def _stat(where: str, table: dict) -> dict:
     _check_known(where, table, STAT_KEYS)
     if "y" not in table:
         raise LayoutError(NO_Y.format(where=where, wanted=STAT_WANTS))
-    title = _string(where, table, "title")
+    title = _title(where, table)
     y = table["y"]
     if not isinstance(y, str):
         raise LayoutError(NOT_STAT_Y.format(where=where, value=_show(y)))
@@ -220,7 +233,17 @@ def _tables(data: dict, name: str) -> list[dict]:
     tables = data.get(name, [])
     if not isinstance(tables, list) or not all(isinstance(table, dict) for table in tables):
         raise LayoutError(NOT_TABLES.format(table=name))
+    most = MAX_PANELS if name == "panel" else MAX_STATS
+    if len(tables) > most:
+        raise LayoutError(TOO_MANY_TABLES.format(count=len(tables), table=name, most=most))
     return tables
+
+
+def _title(where: str, table: dict) -> str | None:
+    title = _string(where, table, "title")
+    if title is not None and len(title) > MAX_TITLE:
+        raise LayoutError(TITLE_TOO_LONG.format(where=where, length=len(title), most=MAX_TITLE))
+    return title
 
 
 def _check_known(where: str, table: dict, allowed: tuple[str, ...]) -> None:

@@ -22,6 +22,10 @@ import orjson
 from telemetry.layout import KEY_PATTERN
 
 MAX_LINE_BYTES = 4096
+# A UTF-8 byte-order mark, which Windows tools (PowerShell's utf8, Notepad) write at the start of
+# a file. Only there is it stepped over, by the ingester, which alone knows where the file
+# starts; anywhere else a line that begins with one is not JSON, and is dropped as such.
+BOM = b"\xef\xbb\xbf"
 MAX_NUMBERS = 64
 MAX_KEYS = 256
 MAX_POINTS = 200_000

@@ -7,6 +7,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from telemetry import encryption
+
 
 class Org(models.Model):
     name = models.SlugField(max_length=100, unique=True)
@@ -29,10 +31,25 @@ class Membership(models.Model):
         return f"{self.user} in {self.org}"
 
 
+class SealedField(models.TextField):
+    """A secret's value encrypted (telemetry/encryption.py). It answers no lookup at all: no
+    filter, exclude or admin query string can ask anything of it, not even of its length."""
+
+    def get_lookup(self, lookup_name):
+        return None
+
+    def get_transform(self, lookup_name):
+        return None
+
+
 class Secret(models.Model):
     org = models.ForeignKey(Org, models.CASCADE, related_name="secrets")
     name = models.CharField(max_length=200)
-    value = models.TextField()
+    sealed = SealedField()
+
+    def reveal(self) -> str:
+        """The value; SecretsKeyError when this machine's key cannot decrypt it."""
+        return encryption.unseal(self.sealed)
 
     class Meta:
         constraints = [

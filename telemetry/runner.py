@@ -2,36 +2,56 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import threading
+import time
+from typing import BinaryIO
 
 from django.conf import settings
 from django.db import connection
 
 from telemetry import logs, services
-from telemetry.ingest import Ingester, ingester_running
-from telemetry.models import Run, Secret
+from telemetry.encryption import SecretsKeyError
+from telemetry.errors import Refused
+from telemetry.ingest import SECRETS_TTL, Ingester, ingester_running
+from telemetry.masking import MIN_LENGTH, Masker, StreamMasker, too_short
+from telemetry.models import Run
+
+READ_BYTES = 64 * 1024  # the most of the command's output copied to the log at once
+NO_COMMAND = (
+    "div supervise reads the run's command on stdin, as a JSON list; div run --detach starts it"
+)
+SHORT_SECRET = (
+    f"div: the secret {{name}} is shorter than {MIN_LENGTH} characters and is not masked; "
+    "div secrets set {org} {name} gives it a longer value\n"
+)
 
 _command: subprocess.Popen | None = None  # the command this process is running, if any
 
 
-def environment(run: Run) -> dict[str, str]:
+def environment(run: Run, secrets: dict[str, str]) -> dict[str, str]:
     env = dict(os.environ)
-    env.update(Secret.objects.filter(org_id=run.org_id).values_list("name", "value"))
+    env.update(secrets)
     env["DIVERGENT_TELEMETRY_PATH"] = str(run.telemetry_path)
     env["DIVERGENT_RUN"] = run.name
     return env
 
 
-def execute(run: Run) -> int:
+def execute(run: Run, command: list[str]) -> int:
     """Run the command in the shipped folder, writing its masked output to the run's log.
+
+    `command` is the command itself: the run keeps it masked.
 
     When no `div serve` or `div ingest` is tailing runs on this machine, the run's telemetry
     is ingested here, so `div telemetry` works with nothing else running.
     """
-    masker = services.masker_for(run.org_id)
+    secrets = services.secrets_of(run.org_id)
+    for name, value in secrets.items():
+        if too_short(value):
+            services.log_append(run, SHORT_SECRET.format(name=name, org=run.org.name))
     stop = threading.Event()
     ingesting = None
     if not ingester_running():
@@ -42,9 +62,9 @@ def execute(run: Run) -> int:
     services.run_start(run=run)
     try:
         process = _command = subprocess.Popen(
-            run.command,
+            command,
             cwd=run.files_path,
-            env=environment(run),
+            env=environment(run, secrets),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -53,9 +73,7 @@ def execute(run: Run) -> int:
         services.log_append(run, f"div: cannot start {run.command[0]}: {e.strerror}\n")
         code = 127
     else:
-        with open(run.log_path, "ab", buffering=0) as log:
-            for line in process.stdout:
-                log.write(masker.mask(line))
+        copy_output(run, process.stdout, Masker(secrets.values()))
         code = process.wait()
         if code < 0:  # killed by a signal: report it as a shell does
             code = 128 - code
@@ -66,17 +84,52 @@ def execute(run: Run) -> int:
     return code
 
 
-def run_attached(run: Run, out: logs.Printer) -> int:
+def run_attached(run: Run, out: logs.Printer, command: list[str]) -> int:
     """Supervise the run in this process, printing its log as it is written; returns the
     command's exit code. A reader that goes away stops only the printing: the command, its
     log and its telemetry go on to the end."""
     ended = {}
-    supervising = threading.Thread(target=lambda: ended.update(code=execute(run)))
+    supervising = threading.Thread(target=lambda: ended.update(code=execute(run, command)))
     supervising.start()
     # Waiting on the supervisor, not a clock: its end is noticed at once.
     logs.follow(run, out, follow=True, wait=supervising.join)
     supervising.join()
     return ended.get("code", 1)
+
+
+def copy_output(run: Run, output: BinaryIO, masker: Masker) -> None:
+    """The command's output into the run's log as it comes, masked: whatever a read returns
+    goes out at once, but for the possible start of a secret (see StreamMasker).
+
+    The org's secrets are read again every SECRETS_TTL seconds, as the ingester reads them,
+    so a secret set while the run goes on is masked here as soon as in its telemetry.
+    """
+    stream = StreamMasker(masker)
+    read_at, unreadable = time.monotonic(), False
+    with open(run.log_path, "ab", buffering=0) as log:
+        while data := output.read1(READ_BYTES):
+            if time.monotonic() - read_at > SECRETS_TTL:
+                read_at = time.monotonic()
+                try:
+                    stream.masker = services.masker_for(run.org_id)
+                except SecretsKeyError as e:
+                    # The secrets read before are still masked; new ones cannot be read.
+                    if not unreadable:
+                        log.write(f"div: {e}\n".encode())
+                    unreadable = True
+            log.write(stream.feed(data))
+        log.write(stream.flush())
+
+
+def read_command(stream: BinaryIO) -> list[str]:
+    """The command a detached run's supervisor is given on its stdin (see detach)."""
+    try:
+        command = json.loads(stream.read())
+    except ValueError:
+        command = None
+    if not (isinstance(command, list) and command and all(isinstance(a, str) for a in command)):
+        raise Refused(NO_COMMAND)
+    return command
 
 
 def forward(signum: int, frame=None) -> None:
@@ -97,13 +150,22 @@ def _ingest(run_id: int, stop: threading.Event) -> None:
         connection.close()
 
 
-def detach(run: Run) -> subprocess.Popen:
-    """Supervise the run from a process of its own, which goes on after this one returns."""
-    return subprocess.Popen(
+def detach(run: Run, command: list[str]) -> subprocess.Popen:
+    """Supervise the run from a process of its own, which goes on after this one returns.
+
+    The command goes to it on a pipe, since the database keeps it masked.
+    """
+    process = subprocess.Popen(
         [sys.executable, "-m", "divergent", "supervise", run.name],
         cwd=settings.BASE_DIR,
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+    try:
+        process.stdin.write(json.dumps(command).encode())
+        process.stdin.close()
+    except BrokenPipeError:
+        pass  # it ended before reading: the run is left as any whose supervisor died
+    return process

@@ -15,11 +15,11 @@ from django.utils import timezone
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
-from telemetry import address, live
+from telemetry import address, encryption, live
 from telemetry.errors import Refused
 from telemetry.layout import LayoutError, default_layout, parse_layout
 from telemetry.lines import notice
-from telemetry.masking import Masker
+from telemetry.masking import MIN_LENGTH, Masker, too_short
 from telemetry.models import Drop, Key, Layout, Membership, Org, Point, Run, Secret
 from telemetry.names import slug
 from telemetry.tally import KeyStats, Tally
@@ -28,6 +28,10 @@ DEFAULT_ORG = "default"
 FIRST_USER = "admin"
 LAYOUT_FILE = "telemetry.toml"
 NO_LAYOUT_FILE = "telemetry: cannot read {path}: {why}"
+SECRET_TOO_SHORT = (
+    f"a secret must be at least {MIN_LENGTH} characters: a shorter one would be masked wherever "
+    "it appears, as lo would be in every loss; set the whole value"
+)
 
 # What a refusal says, in one place: the tests reuse them.
 REFUSED = "the API refused the run: {why}"
@@ -142,7 +146,9 @@ def run_create(
     cannot be read: a LayoutError leaves nothing behind.
     """
     parsed = parse_layout(layout_source) if layout_source else default_layout()
-    run = Run.objects.create(org=org, command=command)
+    # Stored masked: the API, the run page and the admin show it. The process is given the
+    # command itself by whoever runs it (runner.execute), never from here.
+    run = Run.objects.create(org=org, command=masker_for(org.pk).mask_args(command))
     Layout.objects.create(run=run, source=layout_source, origin=layout_origin, parsed=parsed)
     run.folder.mkdir(parents=True, exist_ok=True)
     if files_from is not None:
@@ -198,8 +204,25 @@ def run_finish(*, run: Run, exit_code: int) -> None:
     transaction.on_commit(lambda: live.notify_status(run.pk, run.status, run.telemetry_closed))
 
 
+class SecretRefused(Refused):
+    """A value that cannot be a secret; str() is the one-line reason."""
+
+
+def secret_seal(*, value: str) -> str:
+    """The value encrypted for storing; SecretRefused for a value too short to mask, and
+    SecretsKeyError for a key that cannot read the secrets already stored (secrets encrypted
+    with two keys would leave one set unreadable)."""
+    if too_short(value):
+        raise SecretRefused(SECRET_TOO_SHORT)
+    stored = Secret.objects.values_list("sealed", flat=True).first()
+    if stored is not None:
+        encryption.unseal(stored)
+    return encryption.seal(value)
+
+
 def secret_set(*, org: Org, name: str, value: str) -> None:
-    Secret.objects.update_or_create(org=org, name=name, defaults={"value": value})
+    sealed = secret_seal(value=value)
+    Secret.objects.update_or_create(org=org, name=name, defaults={"sealed": sealed})
 
 
 @transaction.atomic
@@ -219,8 +242,14 @@ def secret_delete(*, org: str, name: str) -> None:
         raise Refused(NO_SECRET.format(org=org, name=name))
 
 
+def secrets_of(org_id: int) -> dict[str, str]:
+    """The org's secrets by name, decrypted; SecretsKeyError when this key cannot read them,
+    never an empty dict that would leave them unmasked."""
+    return {s.name: s.reveal() for s in Secret.objects.filter(org_id=org_id).order_by("name")}
+
+
 def masker_for(org_id: int) -> Masker:
-    return Masker(Secret.objects.filter(org_id=org_id).values_list("value", flat=True))
+    return Masker(secrets_of(org_id).values())
 
 
 def tally_load(*, run: Run) -> Tally:

@@ -74,3 +74,14 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
     settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
     # The SQLite test database lives in DIVERGENT_HOME, which a clean clone has yet to make.
     settings.DIVERGENT_HOME.mkdir(parents=True, exist_ok=True)
+
+
+def pytest_collection_modifyitems(items):
+    """Marks the tests the PostgreSQL pass runs again (`make test-postgres`): every test that
+    touches the database, whichever fixture brings it in, and the browser tests apart."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if fixtures & {"db", "transactional_db"} or item.get_closest_marker("django_db"):
+            item.add_marker(pytest.mark.database)
+        if "browser" in fixtures:
+            item.add_marker(pytest.mark.browser)

@@ -36,30 +36,34 @@ def strings_in(value: object) -> list[str]:
 
 
 def test_a_secret_in_a_line_is_replaced_by_stars():
-    masked = Masker(["hunter2"]).mask(b'{"token": "hunter2", "step": 1}')
+    masked = Masker(["hunter22"]).mask(b'{"token": "hunter22", "step": 1}')
     assert masked == b'{"token": "***", "step": 1}'
 
 
 def test_a_masked_line_keeps_its_numbers():
-    masked = Masker(["hunter2"]).mask(dumps({"token": "hunter2", "step": 1, "loss": 0.5}))
+    masked = Masker(["hunter22"]).mask(dumps({"token": "hunter22", "step": 1, "loss": 0.5}))
     assert read_line(masked) == Line({"step": 1, "loss": 0.5})
 
 
 def test_a_secret_inside_a_longer_string_is_masked_and_the_rest_kept():
-    masked = Masker(["hunter2"]).mask(dumps({"auth": "Bearer hunter2 (prod)"}))
+    masked = Masker(["hunter22"]).mask(dumps({"auth": "Bearer hunter22 (prod)"}))
     assert masked == b'{"auth": "Bearer *** (prod)"}'
 
 
 def test_every_occurrence_of_a_secret_is_masked():
-    masked = Masker(["s3cr3t"]).mask(dumps({"a": "s3cr3t", "b": "x-s3cr3t-s3cr3t"}))
+    masked = Masker(["s3cr3t-v4l"]).mask(dumps({"a": "s3cr3t-v4l", "b": "x-s3cr3t-v4l-s3cr3t-v4l"}))
     assert masked == b'{"a": "***", "b": "x-***-***"}'
 
 
 @pytest.mark.parametrize(
     "secret,line,masked",
     [
-        ('pa"ss', dumps({"token": 'pa"ss', "step": 1}), b'{"token": "***", "step": 1}'),
-        ("C:\\tmp", dumps({"path": "C:\\tmp", "step": 1}), b'{"path": "***", "step": 1}'),
+        ('pa"ssword', dumps({"token": 'pa"ssword', "step": 1}), b'{"token": "***", "step": 1}'),
+        (
+            "C:\\tmp\\keys",
+            dumps({"path": "C:\\tmp\\keys", "step": 1}),
+            b'{"path": "***", "step": 1}',
+        ),
         ("line\nbreak", dumps({"k": "line\nbreak", "step": 1}), b'{"k": "***", "step": 1}'),
         ("tab\there", dumps({"k": "tab\there", "step": 1}), b'{"k": "***", "step": 1}'),
         ("pässwörd", dumps({"k": "pässwörd", "step": 1}), b'{"k": "***", "step": 1}'),
@@ -68,8 +72,12 @@ def test_every_occurrence_of_a_secret_is_masked():
             dumps({"k": "pässwörd", "step": 1}, ensure_ascii=False),
             b'{"k": "***", "step": 1}',
         ),
-        ("key🔑", dumps({"k": "key🔑", "step": 1}), b'{"k": "***", "step": 1}'),
-        ("key🔑", dumps({"k": "key🔑", "step": 1}, ensure_ascii=False), b'{"k": "***", "step": 1}'),
+        ("keyring🔑", dumps({"k": "keyring🔑", "step": 1}), b'{"k": "***", "step": 1}'),
+        (
+            "keyring🔑",
+            dumps({"k": "keyring🔑", "step": 1}, ensure_ascii=False),
+            b'{"k": "***", "step": 1}',
+        ),
     ],
 )
 def test_a_secret_is_masked_in_the_form_json_escapes_it_to(secret, line, masked):
@@ -77,19 +85,19 @@ def test_a_secret_is_masked_in_the_form_json_escapes_it_to(secret, line, masked)
 
 
 def test_a_secret_used_as_a_key_is_masked():
-    masked = Masker(["hunter2"]).mask(dumps({"hunter2": 1, "step": 2}))
+    masked = Masker(["hunter22"]).mask(dumps({"hunter22": 1, "step": 2}))
     assert masked == b'{"***": 1, "step": 2}'
     # A key of stars is not a key: it is left out, the rest kept.
     assert read_line(masked) == Line({"step": 2}, bad_keys=("***",))
 
 
 def test_a_secret_that_contains_another_is_masked_whole():
-    masked = Masker(["abc", "abcdef"]).mask(b'{"k": "abcdef", "j": "abc"}')
+    masked = Masker(["abcdefgh", "abcdefghijkl"]).mask(b'{"k": "abcdefghijkl", "j": "abcdefgh"}')
     assert masked == b'{"k": "***", "j": "***"}'
 
 
 def test_two_secrets_are_both_masked():
-    masked = Masker(["hunter2", "tr0ub4dor"]).mask(dumps({"a": "hunter2", "b": "tr0ub4dor"}))
+    masked = Masker(["hunter22", "tr0ub4dor"]).mask(dumps({"a": "hunter22", "b": "tr0ub4dor"}))
     assert masked == b'{"a": "***", "b": "***"}'
 
 
@@ -99,7 +107,7 @@ def test_a_secret_with_stars_in_it_is_masked():
 
 def test_a_line_without_a_secret_is_left_as_it_was():
     line = dumps({"step": 1, "loss": 0.5})
-    assert Masker(["hunter2"]).mask(line) == line
+    assert Masker(["hunter22"]).mask(line) == line
 
 
 def test_no_secrets_mask_nothing():
@@ -115,20 +123,20 @@ def test_an_empty_secret_masks_nothing():
 
 
 def test_a_secret_is_masked_in_log_text():
-    masker = Masker(["hunter2"])
-    assert masker.mask_text("connecting with hunter2…\n") == "connecting with ***…\n"
+    masker = Masker(["hunter22"])
+    assert masker.mask_text("connecting with hunter22…\n") == "connecting with ***…\n"
 
 
 def test_a_secret_is_masked_in_log_text_where_a_run_printed_its_json():
-    masker = Masker(['pa"ss'])
-    assert masker.mask_text('{"password": "pa\\"ss"}\n') == '{"password": "***"}\n'
+    masker = Masker(['pa"ssword'])
+    assert masker.mask_text('{"password": "pa\\"ssword"}\n') == '{"password": "***"}\n'
 
 
 # Hypothesis: no secret survives, in any form
 
 # A secret made only of stars cannot be absent from a line masked with stars, and a mask beside
 # a star can spell one that ends in a star: so the secrets here hold none.
-secrets = st.text(min_size=1).filter(lambda s: "*" not in s)
+secrets = st.text(min_size=8).filter(lambda s: "*" not in s)
 texts = st.text(max_size=10)
 
 

@@ -35,6 +35,6 @@ def command(ctx, directory, command, telemetry, org, detach):
     out = logs.Printer(sys.stdout.buffer)
     out.write(f"{run.name}\n".encode())
     if detach:
-        runner.detach(run)
+        runner.detach(run, list(command))
         return
-    ctx.exit(runner.run_attached(run, out))
+    ctx.exit(runner.run_attached(run, out, list(command)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import sys
 
 import click
 
@@ -15,7 +16,8 @@ from telemetry.commands import RUN, command
 @click.pass_context
 def command(ctx, run):
     the_run = queries.run_named(run, user=queries.EVERY_RUN)
+    argv = runner.read_command(sys.stdin.buffer)
     # Stopped, it stops the command and still records how the run ended.
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, runner.forward)
-    ctx.exit(runner.execute(the_run))
+    ctx.exit(runner.execute(the_run, argv))

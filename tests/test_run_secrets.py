@@ -1,0 +1,269 @@
+"""A run's secrets, through real processes: its command line shown masked but run whole, its log
+masked as output arrives (split writes, progress bars, multi-line secrets, secrets set while it
+runs), and its telemetry's flattened keys."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+import time
+
+import pytest
+from django.test import Client
+
+from telemetry import encryption, services
+from telemetry.models import Run, Secret
+from telemetry.runner import NO_COMMAND
+from tests.conftest import wait_for
+
+pytest_plugins = ["tests.personas"]
+
+SECRET = "hf_Zq8s3cr3tV4lu3x"
+PEM = (
+    "-----BEGIN OPENSSH PRIVATE KEY-----\n"
+    "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n"
+    "QyNTUxOQAAACDx2bBBkCvpMhZ0Qw9BQ1Wn5VYp3YG9n2p1sY5sWJ+PQwAAAJgzV+xmM1fs\n"
+    "-----END OPENSSH PRIVATE KEY-----\n"
+)
+
+
+@pytest.fixture(autouse=True)
+def no_key_in_environment(monkeypatch):
+    monkeypatch.delenv(encryption.KEY_ENV, raising=False)
+
+
+@pytest.fixture
+def project(tmp_path):
+    folder = tmp_path / "project"
+    folder.mkdir()
+    return folder
+
+
+def script(project, name: str, text: str) -> str:
+    (project / name).write_text(textwrap.dedent(text))
+    return name
+
+
+def log_of(run: Run) -> str:
+    return run.log_path.read_bytes().decode("utf-8", errors="replace")
+
+
+def ended(run: Run) -> bool:
+    run.refresh_from_db()
+    return run.telemetry_closed
+
+
+# Waiting for a file the test makes, with a deadline, so a failing test cannot hang.
+WAIT_FOR = """
+import os, time
+def wait_for(name):
+    deadline = time.monotonic() + 60
+    while not os.path.exists(name) and time.monotonic() < deadline:
+        time.sleep(0.02)
+"""
+
+
+# The command line
+
+
+@pytest.fixture
+def check(div, project) -> str:
+    """w.py, which says whether its last argument is the secret HF_TOKEN, whole."""
+    assert div("secrets", "set", "default", "HF_TOKEN", input=SECRET).returncode == 0
+    return script(
+        project,
+        "w.py",
+        """
+        import os, sys
+        print("argv whole:", sys.argv[-1] == os.environ["HF_TOKEN"])
+        """,
+    )
+
+
+def test_a_secret_on_the_command_line_is_shown_masked_and_given_whole(div, project, check):
+    launched = div("run", str(project), "--", sys.executable, check, "--token=x", SECRET)
+
+    assert launched.returncode == 0, launched.stderr
+    assert "argv whole: True" in launched.stdout
+    run = Run.objects.get()
+    assert run.command == [sys.executable, check, "--token=x", "***"]
+    alice = services.user_create(username="alice", orgs=["default"], staff=True)
+    client = Client()
+    client.force_login(alice)
+    for page in [f"/api/runs/{run.name}/", "/api/runs/", f"/runs/{run.name}/"]:
+        shown = client.get(page).content.decode()
+        assert SECRET not in shown and "***" in shown, page
+    admin = client.get(f"/admin/telemetry/run/{run.pk}/change/").content.decode()
+    assert SECRET not in admin and "***" in admin
+
+
+def test_a_detached_run_is_given_its_command_whole_without_storing_it(div, project, check):
+    launched = div("run", str(project), "--detach", "--", sys.executable, check, SECRET)
+
+    assert launched.returncode == 0, launched.stderr
+    run = Run.objects.get()
+    wait_for(lambda: ended(run), what="the detached run")
+    assert (run.status, run.command[-1]) == ("succeeded", "***")
+    assert "argv whole: True" in log_of(run)
+
+
+def test_the_supervisor_without_a_command_on_stdin_is_one_line(div, project):
+    run = services.run_create(org=services.org_get_or_create(), command=["true"])
+
+    supervised = div("supervise", run.name, input="")
+
+    assert (supervised.returncode, supervised.stderr) == (1, f"div: {NO_COMMAND}\n")
+
+
+# The log, as output arrives
+
+
+def launch_paused(div, project, body: str) -> Run:
+    """A detached run of a script that writes, waits for the file "go", and writes again."""
+    script(project, "paused.py", WAIT_FOR + textwrap.dedent(body))
+    div("run", str(project), "--detach", "--", sys.executable, "paused.py")
+    return Run.objects.get()
+
+
+def go_on(run: Run) -> None:
+    (run.files_path / "go").touch()
+    wait_for(lambda: ended(run), what="the run")
+
+
+def test_a_progress_bar_reaches_the_log_before_its_newline(div, project):
+    run = launch_paused(
+        div,
+        project,
+        """
+        import sys
+        sys.stdout.write("\\r 50%|#####     |")
+        sys.stdout.flush()
+        wait_for("go")
+        sys.stdout.write("\\r100%|##########|\\n")
+        """,
+    )
+
+    wait_for(lambda: "50%|#####" in log_of(run), timeout=10, what="the progress bar in the log")
+
+    go_on(run)
+    assert log_of(run) == "\r 50%|#####     |\r100%|##########|\n"
+
+
+def test_a_secret_split_across_two_writes_is_masked_and_the_rest_goes_out_at_once(div, project):
+    assert div("secrets", "set", "default", "HF_TOKEN", input=SECRET).returncode == 0
+    run = launch_paused(
+        div,
+        project,
+        """
+        import sys
+        token = os.environ["HF_TOKEN"]
+        sys.stdout.write("token: " + token[:7])
+        sys.stdout.flush()
+        open("half", "w").close()
+        wait_for("go")
+        sys.stdout.write(token[7:] + " (ok)\\n")
+        """,
+    )
+
+    wait_for(lambda: (run.files_path / "half").exists(), what="the first half")
+    wait_for(lambda: "token: " in log_of(run), timeout=10, what="what came before it")
+    assert SECRET[:7] not in log_of(run)
+
+    go_on(run)
+    assert log_of(run) == "token: *** (ok)\n"
+
+
+def test_each_line_of_a_multi_line_secret_is_masked_in_the_log(div, project):
+    assert div("secrets", "set", "default", "SSH_KEY", input=PEM).returncode == 0
+    show = script(
+        project,
+        "show.py",
+        """
+        import os
+        for line in os.environ["SSH_KEY"].splitlines():
+            print("key>", line, flush=True)
+        print(os.environ["SSH_KEY"], flush=True)
+        """,
+    )
+
+    launched = div("run", str(project), "--", sys.executable, show)
+
+    assert launched.returncode == 0, launched.stderr
+    log = log_of(Run.objects.get())
+    assert log == "key> ***\nkey> ***\nkey> ***\nkey> ***\n***\n"
+
+
+def test_a_secret_set_while_a_run_goes_on_is_masked_in_its_log_within_5_seconds(div, project):
+    token = "late-" + SECRET
+    (project / "token.txt").write_text(token)
+    chatty = script(
+        project,
+        "chatty.py",
+        """
+        import os, time
+        deadline = time.monotonic() + 60
+        while not os.path.exists("stop") and time.monotonic() < deadline:
+            print("token:", open("token.txt").read(), flush=True)
+            time.sleep(0.05)
+        """,
+    )
+    div("run", str(project), "--detach", "--", sys.executable, chatty)
+    run = Run.objects.get()
+    wait_for(lambda: f"token: {token}" in log_of(run), what="the token printed unmasked")
+
+    services.secret_set(org=run.org, name="LATE_TOKEN", value=token)
+    set_at = time.monotonic()
+    wait_for(lambda: "token: ***" in log_of(run), timeout=10, what="the token masked")
+    masked_after = time.monotonic() - set_at
+
+    (run.files_path / "stop").touch()
+    wait_for(lambda: ended(run), what="the run")
+    after = log_of(run).split("token: ***", 1)[1]
+    assert token not in after, "once masked, the token never shows again"
+    assert masked_after < 6.0, f"masked {masked_after:.1f} s after it was set"
+
+
+# Secrets too short to mask, stored before the rule
+
+
+def test_a_short_secret_stored_before_the_rule_is_not_masked_and_the_log_says_so(div, project):
+    org = services.org_get_or_create()
+    Secret.objects.create(org=org, name="SHORT", sealed=encryption.seal("lo"))
+    loss = script(
+        project,
+        "loss.py",
+        """
+        import json, os
+        print("loss 0.5", flush=True)
+        with open(os.environ["DIVERGENT_TELEMETRY_PATH"], "a") as f:
+            f.write(json.dumps({"step": 1, "loss": 0.5}) + "\\n")
+        """,
+    )
+
+    launched = div("run", str(project), "--", sys.executable, loss)
+
+    assert launched.returncode == 0, launched.stderr
+    run = Run.objects.get()
+    assert log_of(run) == (
+        "div: the secret SHORT is shorter than 8 characters and is not masked; "
+        "div secrets set default SHORT gives it a longer value\n"
+        "loss 0.5\n"
+    )
+    assert list(run.keys.order_by("order").values_list("name", flat=True)) == ["step", "loss"]
+
+
+# Telemetry
+
+
+def test_a_secret_split_across_nested_keys_is_not_stored_as_a_key(make_run, acme):
+    services.secret_set(org=acme, name="TOKEN", value="tokenpart-one.tokenpart-two")
+    telemetry = make_run()
+
+    telemetry.write({"tokenpart-one": {"tokenpart-two": 4}, "step": 1, "loss": 0.5})
+    telemetry.ingest()
+
+    assert list(telemetry.run.keys.order_by("order").values_list("name", flat=True)) == [
+        "step",
+        "loss",
+    ]
+    assert dict(telemetry.run.drops.values_list("reason", "count")) == {"bad_key": 1}
