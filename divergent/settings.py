@@ -6,6 +6,8 @@ REDIS_URL        a Redis channel layer instead of the in-memory one, for several
 SECRET_KEY       required when DEBUG is off
 DEBUG            "1" to show Django's debug pages
 ALLOWED_HOSTS    comma-separated host names the server answers to
+DIVERGENT_SHIP_LIMIT   the most a run's shipped files may weigh (default 100MB; off for none)
+DIVERGENT_DB_TIMEOUT   seconds a SQLite write waits for another writer before it fails (30)
 """
 
 from __future__ import annotations
@@ -30,8 +32,20 @@ def env_flag(name: str, default: bool = False) -> bool:
     raise ValueError(f"{name}={value!r} is not a yes or no; set it to 1 or 0")
 
 
+def env_seconds(name: str, default: float) -> float:
+    value = os.environ.get(name)
+    if not value:
+        return default
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"{name}={value!r} is not a number of seconds; set it like 30") from None
+
+
 DIVERGENT_HOME = Path(os.environ.get("DIVERGENT_HOME") or BASE_DIR / "var").resolve()
 RUNS_DIR = DIVERGENT_HOME / "runs"
+# Read when a run ships, where a bad value is one line of `div run` (telemetry/shipping.py).
+SHIP_LIMIT = os.environ.get("DIVERGENT_SHIP_LIMIT", "100MB")
 
 DEBUG = env_flag("DEBUG")
 # The key only signs sessions on this machine; a server facing others sets its own.
@@ -100,7 +114,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         # IMMEDIATE takes the write lock up front, so a busy writer waits instead of failing.
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         "transaction_mode": "IMMEDIATE",
-        "timeout": 30,
+        "timeout": env_seconds("DIVERGENT_DB_TIMEOUT", 30),
     }
 
 if os.environ.get("REDIS_URL"):

@@ -22,7 +22,7 @@ from django.db import close_old_connections
 from django.db.models import Q
 from django.utils import timezone
 
-from telemetry import services
+from telemetry import processes, services
 from telemetry.lines import MAX_LINE_BYTES, read_line
 from telemetry.masking import Masker
 from telemetry.models import Run
@@ -187,15 +187,7 @@ def _dead_here(owner: str) -> bool:
     restarted here resumes at once instead of waiting out its old lease."""
     host, _, rest = owner.partition(":")
     pid = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+    return pid.isdigit() and processes.alive_here(host, int(pid)) is False
 
 
 def lock_path():

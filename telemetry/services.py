@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import shutil
+import stat
+import tempfile
 from pathlib import Path
 
 import orjson
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.tokens import default_token_generator
 from django.db import connection, transaction
@@ -14,12 +19,14 @@ from django.utils import timezone
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
-from telemetry import live
+from telemetry import live, processes, shipping
 from telemetry.layout import LayoutError, default_layout, parse_layout
 from telemetry.lines import notice
 from telemetry.masking import Masker
 from telemetry.models import Drop, Key, Layout, Membership, Org, Point, Run, Secret
 from telemetry.tally import KeyStats, Tally
+
+ship_log = logging.getLogger("divergent.ship")
 
 DEFAULT_ORG = "default"
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -77,7 +84,6 @@ def layout_read(*, directory: Path | None, telemetry: Path | None) -> tuple[str,
     return source, str(path)
 
 
-@transaction.atomic
 def run_create(
     *,
     org: Org,
@@ -86,22 +92,137 @@ def run_create(
     layout_origin: str = "",
     files_from: Path | None = None,
 ) -> Run:
-    """Validate the layout, create the run with it, and lay out its folder.
+    """Validate the layout, ship the files, and create the run with its folder.
 
-    The layout is parsed here, before anything is made, so no run exists with a layout that
-    cannot be read: a LayoutError leaves nothing behind.
+    Everything that can refuse the run (the layout, the ship's size and rules) is decided
+    before anything is made; the files are copied into a partial folder that becomes the run's
+    only once the copy is whole, so a refusal, an error or a Ctrl-C leaves no run and no folder.
     """
     parsed = parse_layout(layout_source) if layout_source else default_layout()
-    run = Run.objects.create(org=org, command=command)
-    Layout.objects.create(run=run, source=layout_source, origin=layout_origin, parsed=parsed)
-    run.folder.mkdir(parents=True, exist_ok=True)
-    if files_from is not None:
-        shutil.copytree(files_from, run.files_path, symlinks=True, dirs_exist_ok=True)
-    else:
-        run.files_path.mkdir(exist_ok=True)
-    run.telemetry_path.touch()
-    run.log_path.touch()
+    plan = ship_plan(directory=files_from) if files_from is not None else None
+    partial = _partial_folder()
+    made = None
+    try:
+        _ship(plan, files_from, partial / "files")
+        (partial / "telemetry.jsonl").touch()
+        (partial / "log").touch()
+        with transaction.atomic():
+            run = Run.objects.create(org=org, command=command)
+            Layout.objects.create(
+                run=run, source=layout_source, origin=layout_origin, parsed=parsed
+            )
+            if run.folder.exists():
+                # Left by a database since reset: no run of this one owns it.
+                shutil.rmtree(run.folder)
+            os.rename(partial, made := run.folder)
+    except BaseException:
+        for folder in (partial, made):
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
+        raise
+    if plan is not None and plan.notes:
+        log_append(run, "".join(note + "\n" for note in plan.notes))
+        for note in plan.notes:
+            ship_log.warning("%s", note)
     return run
+
+
+def ship_plan(*, directory: Path) -> shipping.Plan:
+    """What shipping the directory copies, or ShipError with the one line to show."""
+    root = directory.resolve()
+    divignore = root / shipping.DIVIGNORE
+    try:
+        ignore = divignore.read_text(encoding="utf-8") if divignore.is_file() else ""
+    except (OSError, UnicodeDecodeError) as e:
+        raise shipping.ShipError(f"cannot read {divignore}: {_why(e)}") from None
+    left_out = []
+    for folder in (settings.DIVERGENT_HOME, settings.RUNS_DIR):
+        folder = Path(folder).resolve()
+        if folder.is_relative_to(root):
+            left_out.append(folder.relative_to(root).as_posix())
+    rules = shipping.Rules(
+        root=root.as_posix(),
+        divignore=ignore,
+        left_out=left_out,
+        limit=shipping.parse_limit(settings.SHIP_LIMIT),
+        name=str(directory),
+    )
+    return rules.plan(_listing(root, rules, directory))
+
+
+def _listing(root: Path, rules: shipping.Rules, named: Path) -> list[shipping.Entry]:
+    """Everything under root, links not followed, folders the rules leave out not entered."""
+    entries: list[shipping.Entry] = []
+    folders = [""]
+    while folders:
+        folder = folders.pop()
+        try:
+            with os.scandir(root / folder) as found:
+                listed = sorted(found, key=lambda e: e.name)
+        except OSError as e:
+            raise shipping.ShipError(f"cannot ship {named}: {folder}: {_why(e)}") from None
+        for item in listed:
+            path = f"{folder}/{item.name}" if folder else item.name
+            mode = item.stat(follow_symlinks=False).st_mode
+            if stat.S_ISDIR(mode):
+                entries.append(shipping.Entry(path, shipping.DIR))
+                if rules.descends(path):
+                    folders.append(path)
+            elif stat.S_ISLNK(mode):
+                entries.append(shipping.Entry(path, shipping.LINK, target=os.readlink(item.path)))
+            elif stat.S_ISREG(mode):
+                size = item.stat(follow_symlinks=False).st_size
+                entries.append(shipping.Entry(path, shipping.FILE, size))
+            else:
+                kind = shipping.FIFO if stat.S_ISFIFO(mode) else shipping.SOCKET
+                if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+                    kind = shipping.DEVICE
+                entries.append(shipping.Entry(path, kind))
+    return sorted(entries, key=lambda e: e.path)
+
+
+def _ship(plan: shipping.Plan | None, source: Path | None, into: Path) -> None:
+    into.mkdir()
+    if plan is None or source is None:
+        return
+    source = source.resolve()
+    try:
+        for folder in plan.dirs:
+            (into / folder).mkdir()
+        for entry in plan.files:
+            # copy2 refuses a FIFO that took a file's place since the listing: it never blocks.
+            shutil.copy2(source / entry.path, into / entry.path, follow_symlinks=False)
+        for path, target in plan.links:
+            os.symlink(target, into / path)
+        for folder in reversed(plan.dirs):  # modes and times, once nothing more is written
+            shutil.copystat(source / folder, into / folder, follow_symlinks=False)
+    except OSError as e:
+        where = e.filename or source
+        raise shipping.ShipError(f"cannot ship {source}: {where}: {_why(e)}") from None
+
+
+def _why(error: OSError | UnicodeDecodeError) -> str:
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror.lower()
+    return "not UTF-8 text" if isinstance(error, UnicodeDecodeError) else str(error)
+
+
+PARTIAL = ".partial-{host}-"  # then the pid of the process filling it
+
+
+def _partial_folder() -> Path:
+    """A hidden folder beside the runs' to build a run's folder in; any left by a process of
+    this machine that has gone (killed while copying) are removed first."""
+    settings.RUNS_DIR.mkdir(parents=True, exist_ok=True)
+    host = processes.this_host()
+    prefix = PARTIAL.format(host=host)
+    for leftover in settings.RUNS_DIR.glob(prefix + "*"):
+        pid = leftover.name.removeprefix(prefix).partition("-")[0]
+        if pid.isdigit() and processes.alive_here(host, int(pid)) is False:
+            shutil.rmtree(leftover, ignore_errors=True)
+    return Path(
+        tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=settings.RUNS_DIR)
+    )
 
 
 def run_start(*, run: Run) -> None:

@@ -12,6 +12,7 @@ from django.db import transaction
 from telemetry import runner, services
 from telemetry.commands import DivCommand
 from telemetry.layout import LayoutError
+from telemetry.shipping import ShipError
 from telemetry.models import Org
 
 REFUSED = "the API refused the run: {why}"
@@ -62,6 +63,8 @@ class Command(DivCommand):
                 )
         except LayoutError as e:
             raise CommandError(REFUSED.format(why=e)) from None
+        except ShipError as e:
+            raise CommandError(str(e)) from None
         out = self.stdout._out
         out.write(run.name + "\n")
         out.flush()
