@@ -220,9 +220,7 @@ def _partial_folder() -> Path:
         pid = leftover.name.removeprefix(prefix).partition("-")[0]
         if pid.isdigit() and processes.alive_here(host, int(pid)) is False:
             shutil.rmtree(leftover, ignore_errors=True)
-    return Path(
-        tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=settings.RUNS_DIR)
-    )
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=settings.RUNS_DIR))
 
 
 def run_start(*, run: Run) -> None:

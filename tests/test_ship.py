@@ -153,8 +153,10 @@ def test_fifos_sockets_and_devices_are_skipped_with_a_note_on_stderr_and_in_the_
     assert launched.stderr == "".join(note + "\n" for note in notes)
     run = Run.objects.get()
     assert shipped(home / "runs", run.name) == {"train.py"}
-    assert (home / "runs" / run.name / "log").read_text().startswith(
-        "".join(note + "\n" for note in notes)
+    assert (
+        (home / "runs" / run.name / "log")
+        .read_text()
+        .startswith("".join(note + "\n" for note in notes))
     )
 
 

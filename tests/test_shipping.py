@@ -36,9 +36,7 @@ def test_divergent_home_inside_the_directory_is_left_out_with_its_contents_and_n
 
     assert [f.path for f in shipped.files] == ["train.py"]
     assert shipped.dirs == []
-    assert shipped.notes == [
-        "ship: left out var/, which is DIVERGENT_HOME: runs are never shipped"
-    ]
+    assert shipped.notes == ["ship: left out var/, which is DIVERGENT_HOME: runs are never shipped"]
     assert Rules(root=ROOT, left_out=["var"]).descends("var") is False
     assert Rules(root=ROOT, left_out=["var"]).descends("variants") is True
 

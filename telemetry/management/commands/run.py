@@ -12,8 +12,8 @@ from django.db import transaction
 from telemetry import runner, services
 from telemetry.commands import DivCommand
 from telemetry.layout import LayoutError
-from telemetry.shipping import ShipError
 from telemetry.models import Org
+from telemetry.shipping import ShipError
 
 REFUSED = "the API refused the run: {why}"
 NO_COMMAND = "give the command to run after --, like: div run . -- python train.py"
