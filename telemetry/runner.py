@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import logging
 import os
 import subprocess
 import sys
@@ -11,13 +12,19 @@ import time
 from typing import TextIO
 
 from django.conf import settings
-from django.db import connection
+from django.db import InterfaceError, OperationalError, connection
 
-from telemetry import services
+from telemetry import services, supervision
 from telemetry.ingest import Ingester, ingester_running
 from telemetry.models import Run, Secret
 
 LOG_POLL = 0.1  # seconds between looks at a followed log
+END_RETRY_FIRST = 0.1  # seconds before recording how a run ended is tried again; doubling
+END_RETRY_MOST = 5.0
+END_RETRYING = "div: cannot record how {run} ended yet ({why}); trying again until it can"
+END_STORED = "div: recorded how {run} ended"
+
+log = logging.getLogger("divergent.runner")
 
 _command: subprocess.Popen | None = None  # the command this process is running, if any
 
@@ -44,6 +51,7 @@ def execute(run: Run) -> int:
         ingesting.start()
 
     global _command
+    heartbeat = supervision.Heartbeat(run).start()
     services.run_start(run=run)
     try:
         process = _command = subprocess.Popen(
@@ -64,10 +72,32 @@ def execute(run: Run) -> int:
         code = process.wait()
         if code < 0:  # killed by a signal: report it as a shell does
             code = 128 - code
-    services.run_finish(run=run, exit_code=code)
+    end(run, code)
+    heartbeat.stop()
     if ingesting is not None:
         ingesting.join()
     return code
+
+
+def end(run: Run, code: int) -> None:
+    """Record how the command ended, trying again until the database takes it: a database
+    locked past its timeout, or out of reach for a while, must not leave the run running
+    forever. The heartbeat goes on meanwhile, so the run is not taken for lost."""
+    wait = END_RETRY_FIRST
+    told = False
+    while True:
+        try:
+            services.run_finish(run=run, exit_code=code)
+            break
+        except (OperationalError, InterfaceError) as e:
+            if not told:
+                log.warning(END_RETRYING.format(run=run.name, why=str(e).strip()))
+                told = True
+            connection.close()
+            time.sleep(wait)
+            wait = min(wait * 2, END_RETRY_MOST)
+    if told:
+        log.warning(END_STORED.format(run=run.name))
 
 
 def forward(signum: int, frame=None) -> None:

@@ -7,6 +7,7 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import orjson
@@ -24,6 +25,7 @@ from telemetry.layout import LayoutError, default_layout, parse_layout
 from telemetry.lines import notice
 from telemetry.masking import Masker
 from telemetry.models import Drop, Key, Layout, Membership, Org, Point, Run, Secret
+from telemetry.tailing import Mark
 from telemetry.tally import KeyStats, Tally
 
 ship_log = logging.getLogger("divergent.ship")
@@ -228,12 +230,57 @@ def run_start(*, run: Run) -> None:
     run.save(update_fields=["started"])
 
 
+LOST_NOTE = (
+    "div: {run} was lost: its supervisor ({who}) went without recording how the command "
+    "ended (killed, or its machine restarted); its telemetry is read to the end and closed\n"
+)
+
+
+@transaction.atomic
+def run_heartbeat(*, run_id: int, host: str, pid: int) -> None:
+    """The supervisor says it is there. A lost run whose own supervisor speaks again goes on
+    running, its telemetry read again from where it was left."""
+    Run.objects.filter(pk=run_id).update(
+        heartbeat=timezone.now(), supervisor_host=host, supervisor_pid=pid
+    )
+    back = Run.objects.filter(
+        pk=run_id, status=Run.Status.LOST, supervisor_host=host, supervisor_pid=pid
+    ).update(status=Run.Status.RUNNING, ended=None, telemetry_closed=False)
+    if back:
+        transaction.on_commit(lambda: live.notify_status(run_id, Run.Status.RUNNING, False))
+
+
+def run_lose(*, run: Run) -> bool:
+    """End a live run whose supervisor has gone as lost; False when it was heard from, or
+    ended, since it was judged. Its end is when it was last heard from."""
+    with transaction.atomic():
+        lost = Run.objects.filter(
+            pk=run.pk,
+            status=Run.Status.RUNNING,
+            heartbeat=run.heartbeat,
+            supervisor_pid=run.supervisor_pid,
+        ).update(status=Run.Status.LOST, ended=run.heartbeat or timezone.now())
+    if not lost:
+        return False
+    run.refresh_from_db()
+    who = f"pid {run.supervisor_pid} on {run.supervisor_host}" if run.supervisor_pid else "none"
+    log_append(run, LOST_NOTE.format(run=run.name, who=who))
+    live.notify_status(run.pk, run.status, run.telemetry_closed)
+    return True
+
+
 def run_finish(*, run: Run, exit_code: int) -> None:
+    """Record how the command ended. It stands even if the run was judged lost meanwhile (its
+    supervisor was slow, not gone): the telemetry is then read on from where it was closed."""
     run.exit_code = exit_code
     run.status = Run.Status.SUCCEEDED if exit_code == 0 else Run.Status.FAILED
     run.ended = timezone.now()
-    run.save(update_fields=["exit_code", "status", "ended"])
-    transaction.on_commit(lambda: live.notify_status(run.pk, run.status, run.telemetry_closed))
+    with transaction.atomic():
+        Run.objects.filter(pk=run.pk, status=Run.Status.LOST).update(telemetry_closed=False)
+        run.save(update_fields=["exit_code", "status", "ended"])
+        transaction.on_commit(
+            lambda: live.notify_status(run.pk, run.status, run.telemetry_closed)
+        )
 
 
 def secret_set(*, org: Org, name: str, value: str) -> None:
@@ -267,13 +314,30 @@ def log_append(run: Run, text: str) -> None:
         log.write(text)
 
 
-def ingest_batch(*, run: Run, tally: Tally, offset: int, in_long_line: bool, close: bool) -> None:
+def ingest_batch(
+    *,
+    run: Run,
+    tally: Tally,
+    offset: int,
+    in_long_line: bool,
+    close: bool,
+    mark: Mark | None = None,
+    notes: Sequence[str] = (),
+) -> None:
     """Store what the tally took since it last settled, with the file offset, atomically.
 
     A killed ingester resumes from the stored offset against the stored stats: every line is
-    stored once, none twice.
+    stored once, none twice. The mark (which file the offset counts bytes of) is stored with
+    it, so a file rotated meanwhile is known for another; notes go to the run's log after.
     """
     points = tally.new_points
+    marked = {}
+    if mark is not None:
+        marked = {
+            "telemetry_inode": mark.inode,
+            "telemetry_head": mark.head,
+            "telemetry_problem": mark.problem,
+        }
     with transaction.atomic():
         if points:
             with connection.cursor() as cursor:
@@ -296,7 +360,11 @@ def ingest_batch(*, run: Run, tally: Tally, offset: int, in_long_line: bool, clo
                 update_fields=["count"],
             )
         Run.objects.filter(pk=run.pk).update(
-            offset=offset, points=tally.points, in_long_line=in_long_line, telemetry_closed=close
+            offset=offset,
+            points=tally.points,
+            in_long_line=in_long_line,
+            telemetry_closed=close,
+            **marked,
         )
     run.offset, run.points, run.in_long_line, run.telemetry_closed = (
         offset,
@@ -304,8 +372,11 @@ def ingest_batch(*, run: Run, tally: Tally, offset: int, in_long_line: bool, clo
         in_long_line,
         close,
     )
-    if tally.first_drops:
-        log_append(run, "".join(notice(reason) + "\n" for reason in tally.first_drops))
+    for field, value in marked.items():
+        setattr(run, field, value)
+    said = [notice(reason) + "\n" for reason in tally.first_drops] + list(notes)
+    if said:
+        log_append(run, "".join(said))
     if points:
         live.notify_points(run.pk, points, tally.points)
     if close:
