@@ -410,6 +410,28 @@ def _not_a_file(mode: int) -> str:
     return "not a regular file"
 
 
+class Follower:
+    """What `div telemetry -f` and `div log -f` do between looks, so they always come to an end
+    even with nothing else running: end the run as lost once its supervisor has gone and, for
+    telemetry, read an ended run's file to its end themselves when no `div serve` or
+    `div ingest` runs on this machine."""
+
+    def __init__(self, run: Run, *, read: bool):
+        self.run = run
+        self.read = read
+        self.looked = -REAP_SECONDS
+        self.ingester: Ingester | None = None
+
+    def step(self) -> None:
+        self.run.refresh_from_db(fields=[*supervision.CHECKED[1:], "points"])  # as judged
+        if self.run.is_live and time.monotonic() - self.looked >= REAP_SECONDS:
+            self.looked = time.monotonic()
+            supervision.reap([self.run])
+        if self.read and self.run.telemetry_unread and not ingester_running():
+            self.ingester = self.ingester or Ingester(run_ids=[self.run.pk])
+            self.ingester.tail_once()
+
+
 def _dead_here(owner: str) -> bool:
     """Whether a lease's owner was a process of this machine that has gone: a killed ingester
     restarted here resumes at once instead of waiting out its old lease."""

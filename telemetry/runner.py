@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
 
 from telemetry import services, supervision
-from telemetry.ingest import Ingester, ingester_running
+from telemetry.ingest import Follower, Ingester, ingester_running
 from telemetry.models import Run, Secret
 
 LOG_POLL = 0.1  # seconds between looks at a followed log
@@ -129,9 +129,10 @@ def detach(run: Run) -> subprocess.Popen:
 def follow_log(run: Run, out: TextIO, *, follow: bool, alive=lambda: False) -> None:
     """Print the log, and with follow, keep printing it until the run has ended."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    follower = Follower(run, read=False)
     with open(run.log_path, "rb") as log:
         while True:
-            run.refresh_from_db(fields=["status"])
+            follower.step()  # a run whose supervisor has gone ends as lost: so does this
             ended = not run.is_live and not alive()
             text = decoder.decode(log.read(), final=ended)
             if text:

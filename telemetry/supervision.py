@@ -87,7 +87,6 @@ def reap_live(run_ids: list[int] | None = None) -> list[Run]:
 
 CHECKED = (
     "pk",
-    "org_id",
     "status",
     "created",
     "heartbeat",

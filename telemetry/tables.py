@@ -43,13 +43,30 @@ def key_table(keys: Iterable[tuple[str, int, Number | None, Number | None, Numbe
     )
 
 
-def runs_table(runs: Iterable[tuple[str, str, int, int, str]]) -> str:
+def runs_table(runs: Iterable[tuple[str, str, int | str, int, str]]) -> str:
     """The runs there are: (name, status, points, keys, created)."""
     rows = [
         (name, status, f"{points}", f"{keys}", created)
         for name, status, points, keys, created in runs
     ]
     return aligned(("name", "status", "points", "keys", "created"), rows, (0, 0, 0, 0, 0))
+
+
+UNREAD = "unread"
+UNREAD_NOTE = (
+    "telemetry: {run} has ended but its telemetry is not all read yet; "
+    "div serve or div ingest reads it"
+)
+
+
+def points_cell(points: int, unread: bool) -> str:
+    """A run's points in the runs list; "(unread)" after them when the run has ended before
+    its telemetry was read to its end, so 0 points never looks like a run that wrote none.
+
+    >>> points_cell(0, True), points_cell(412, False)
+    ('0 (unread)', '412')
+    """
+    return f"{points} ({UNREAD})" if unread else f"{points}"
 
 
 def series(rows: Sequence[Sequence[Number | None]], sep: str = "\t") -> list[str]:

@@ -81,7 +81,8 @@ NOTES = {
     Verdict.REWRITTEN: "{name} was truncated and written again",
 }
 READ_PREVIOUS = (
-    "telemetry: {what}; read the rest of the old one ({previous}), now {name} from its start\n"
+    "telemetry: {name} was rotated; read the rest of the old one ({previous}); "
+    "now reading {name} from its start\n"
 )
 NO_PREVIOUS = (
     "telemetry: {what}; now reading {name} from its start "
@@ -92,9 +93,9 @@ NO_PREVIOUS = (
 def rotation_note(verdict: Verdict, *, name: str, offset: int, previous: str | None) -> str:
     """The one line the run's log gets when the ingester moves on to a new file: what it saw,
     and whether the old file's rest was read (found renamed, or copied, beside it)."""
-    what = NOTES[verdict].format(name=name, offset=offset)
     if previous is not None:
-        return READ_PREVIOUS.format(what=what, previous=previous, name=name)
+        return READ_PREVIOUS.format(previous=previous, name=name)
+    what = NOTES[verdict].format(name=name, offset=offset)
     return NO_PREVIOUS.format(what=what, name=name, offset=offset)
 
 

@@ -9,8 +9,9 @@ import time
 from django.core.management.base import CommandError
 from django.db.models import Count
 
-from telemetry import queries, tables
+from telemetry import queries, supervision, tables
 from telemetry.commands import DivCommand
+from telemetry.ingest import Follower
 from telemetry.layout import panel_x
 from telemetry.lines import notice
 from telemetry.models import Key, Run
@@ -68,10 +69,17 @@ class Command(DivCommand):
         self.print_drops(run)
 
     def print_runs(self) -> None:
+        supervision.reap_live()  # a run whose supervisor has gone is listed as lost
         runs = Run.objects.annotate(key_count=Count("keys")).order_by("pk")
         self.write(
             tables.runs_table(
-                (r.name, r.status, r.points, r.key_count, r.created.strftime("%Y-%m-%d %H:%M"))
+                (
+                    r.name,
+                    r.status,
+                    tables.points_cell(r.points, r.telemetry_unread),
+                    r.key_count,
+                    r.created.strftime("%Y-%m-%d %H:%M"),
+                )
                 for r in runs
             )
         )
@@ -120,8 +128,9 @@ class Command(DivCommand):
                     yield "".join(tables.series(rows, sep="," if csv else "\t"))
 
         after = 0
+        follower = Follower(run, read=follow)
         while True:
-            run.refresh_from_db(fields=["status", "telemetry_closed", "points"])
+            follower.step()  # ends a lost run, and reads its file when nothing else does
             done = run.telemetry_closed
             upto = run.points
             self.write_all(render(after, upto))
@@ -134,6 +143,8 @@ class Command(DivCommand):
     def print_drops(self, run: Run) -> None:
         for reason, count in queries.drops_of(run):
             sys.stderr.write(notice(reason, count) + "\n")
+        if run.telemetry_unread:
+            sys.stderr.write(tables.UNREAD_NOTE.format(run=run.name) + "\n")
 
     def note_missing(self, run: Run, key: str, written: list[str]) -> None:
         near = difflib.get_close_matches(key, written, n=1)
