@@ -278,9 +278,7 @@ def run_finish(*, run: Run, exit_code: int) -> None:
     with transaction.atomic():
         Run.objects.filter(pk=run.pk, status=Run.Status.LOST).update(telemetry_closed=False)
         run.save(update_fields=["exit_code", "status", "ended"])
-        transaction.on_commit(
-            lambda: live.notify_status(run.pk, run.status, run.telemetry_closed)
-        )
+        transaction.on_commit(lambda: live.notify_status(run.pk, run.status, run.telemetry_closed))
 
 
 def secret_set(*, org: Org, name: str, value: str) -> None:

@@ -53,9 +53,7 @@ def test_moving_on_to_a_new_file_is_one_line_saying_whether_the_old_ones_rest_wa
         "telemetry: telemetry.jsonl was rotated; read the rest of the old one "
         "(telemetry.jsonl.1); now reading telemetry.jsonl from its start\n"
     )
-    assert rotation_note(
-        Verdict.TRUNCATED, name="telemetry.jsonl", offset=6234, previous=None
-    ) == (
+    assert rotation_note(Verdict.TRUNCATED, name="telemetry.jsonl", offset=6234, previous=None) == (
         "telemetry: telemetry.jsonl was truncated below byte 6,234; now reading telemetry.jsonl "
         "from its start (lines the old one had past byte 6,234, if any, were not read)\n"
     )
