@@ -25,7 +25,17 @@ def alive_here(host: str, pid: int) -> bool | None:
         return False
     except PermissionError:  # there, under another user
         return True
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """A process killed but not yet waited for by its parent: gone, though its pid answers."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rpartition(b")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state in (b"Z", b"X")
 
 
 def booted_at() -> datetime:

@@ -271,14 +271,18 @@ def run_lose(*, run: Run) -> bool:
 
 def run_finish(*, run: Run, exit_code: int) -> None:
     """Record how the command ended. It stands even if the run was judged lost meanwhile (its
-    supervisor was slow, not gone): the telemetry is then read on from where it was closed."""
-    run.exit_code = exit_code
-    run.status = Run.Status.SUCCEEDED if exit_code == 0 else Run.Status.FAILED
-    run.ended = timezone.now()
+    supervisor was slow, not gone): the telemetry is then read on from where it was closed.
+
+    Written from the values, not from the run object, which a follower may be refreshing in
+    another thread while this waits for the database."""
+    status = Run.Status.SUCCEEDED if exit_code == 0 else Run.Status.FAILED
+    ended = timezone.now()
     with transaction.atomic():
         Run.objects.filter(pk=run.pk, status=Run.Status.LOST).update(telemetry_closed=False)
-        run.save(update_fields=["exit_code", "status", "ended"])
-        transaction.on_commit(lambda: live.notify_status(run.pk, run.status, run.telemetry_closed))
+        Run.objects.filter(pk=run.pk).update(exit_code=exit_code, status=status, ended=ended)
+        closed = Run.objects.filter(pk=run.pk).values_list("telemetry_closed", flat=True).get()
+        transaction.on_commit(lambda: live.notify_status(run.pk, status, closed))
+    run.exit_code, run.status, run.ended, run.telemetry_closed = exit_code, status, ended, closed
 
 
 def secret_set(*, org: Org, name: str, value: str) -> None:
