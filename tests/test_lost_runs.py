@@ -18,10 +18,11 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from telemetry import services, supervision
+from telemetry import services
 from telemetry.ingest import Ingester
 from telemetry.models import Run
 from tests.conftest import ROOT, wait_for
+from tests.test_end_to_end import supervisor_of
 
 # Writes two points, says so, writes two more once a file named go appears, then waits to be
 # killed (its pid in a file, so the test can).
@@ -76,10 +77,11 @@ def kill_command(run: Run) -> None:
 def test_a_detached_run_whose_supervisor_is_killed_ends_lost_and_followers_return(div, project):
     name = div("run", str(project), "--detach", "--", sys.executable, "paced.py", timeout=60)
     name = name.stdout.strip()
-    run = wait_for(lambda: Run.objects.filter(points=2, supervisor_pid__isnull=False).first())
+    run = wait_for(lambda: Run.objects.filter(points=2).first(), 30, "two points")
+    supervisor = supervisor_of(name)
     log_follower = popen(div, "log", name, "-f")
     try:
-        os.kill(run.supervisor_pid, signal.SIGKILL)
+        os.kill(supervisor, signal.SIGKILL)
         (run.files_path / "go").touch()  # two more lines, that no ingester is there to read
         wait_for(lambda: run.telemetry_path.read_text().count("\n") == 4, what="4 lines")
 
@@ -97,7 +99,7 @@ def test_a_detached_run_whose_supervisor_is_killed_ends_lost_and_followers_retur
     run.refresh_from_db()
     assert (run.status, run.exit_code, run.telemetry_closed, run.points) == ("lost", None, True, 4)
     assert log_follower.returncode == 0
-    assert f"div: {name} was lost: its supervisor (pid {run.supervisor_pid} on " in log_out
+    assert f"div: {name} was lost: its supervisor (pid {supervisor} on " in log_out
     listed = div("telemetry").stdout.splitlines()
     assert listed[1].split()[:3] == [name, "lost", "4"]
 
@@ -106,8 +108,7 @@ def test_an_attached_div_run_killed_ends_lost_under_div_ingest(div, project):
     ingesting = popen(div, "ingest")
     launched = popen(div, "run", str(project), "--", sys.executable, "paced.py", STAY="1")
     try:
-        run = wait_for(lambda: Run.objects.filter(points=2).first(), 30, "two points")
-        assert run.supervisor_pid == launched.pid
+        wait_for(lambda: Run.objects.filter(points=2).exists(), 30, "two points")
         launched.kill()
         started = time.monotonic()
         wait_for(lambda: Run.objects.get().telemetry_closed, 30, "the run to be lost and closed")
@@ -120,6 +121,7 @@ def test_an_attached_div_run_killed_ends_lost_under_div_ingest(div, project):
 
     run = Run.objects.get()
     assert run.status == "lost"
+    assert run.supervisor_pid == launched.pid
     assert run.ended is not None
     assert took < 30
     print(f"\nlost and closed {took:.1f} s after div run was killed")
@@ -211,6 +213,8 @@ def test_a_detached_run_whose_supervisor_never_started_is_lost_30_s_after_it_was
     home, transactional_db
 ):
     made = services.run_create(org=services.org_get_or_create(), command=["train"])
+    from telemetry import supervision
+
     assert supervision.reap_live() == []
     Run.objects.filter(pk=made.pk).update(created=timezone.now() - timedelta(seconds=31))
 
