@@ -259,7 +259,7 @@ def run_lose(*, run: Run) -> bool:
             status=Run.Status.RUNNING,
             heartbeat=run.heartbeat,
             supervisor_pid=run.supervisor_pid,
-        ).update(status=Run.Status.LOST, ended=run.heartbeat or timezone.now())
+        ).update(status=Run.Status.LOST, ended=_last_heard(run))
     if not lost:
         return False
     run.refresh_from_db()
@@ -267,6 +267,12 @@ def run_lose(*, run: Run) -> bool:
     log_append(run, LOST_NOTE.format(run=run.name, who=who))
     live.notify_status(run.pk, run.status, run.telemetry_closed)
     return True
+
+
+def _last_heard(run: Run):
+    """When a lost run was last known to be going: its last heartbeat, never before it started."""
+    known = [moment for moment in (run.heartbeat, run.started) if moment is not None]
+    return max(known) if known else timezone.now()
 
 
 def run_finish(*, run: Run, exit_code: int) -> None:

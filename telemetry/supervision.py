@@ -89,6 +89,7 @@ CHECKED = (
     "pk",
     "status",
     "created",
+    "started",
     "heartbeat",
     "supervisor_host",
     "supervisor_pid",

@@ -52,6 +52,10 @@ def runs_table(runs: Iterable[tuple[str, str, int | str, int, str]]) -> str:
     return aligned(("name", "status", "points", "keys", "created"), rows, (0, 0, 0, 0, 0))
 
 
+LOST_NOTE = (
+    "telemetry: {run} was lost: its supervisor went without recording how the command ended; "
+    "what it wrote until then is all here"
+)
 UNREAD = "unread"
 UNREAD_NOTE = (
     "telemetry: {run} has ended but its telemetry is not all read yet; "

@@ -95,6 +95,10 @@ def test_a_detached_run_whose_supervisor_is_killed_ends_lost_and_followers_retur
 
     assert followed.returncode == 0, followed.stderr
     assert followed.stdout == "step\tloss\n1\t1.0\n2\t0.5\n3\t0.3333333333333333\n4\t0.25\n"
+    assert followed.stderr == (
+        f"telemetry: {name} was lost: its supervisor went without recording how the command "
+        "ended; what it wrote until then is all here\n"
+    )
     assert took < 30
     run.refresh_from_db()
     assert (run.status, run.exit_code, run.telemetry_closed, run.points) == ("lost", None, True, 4)

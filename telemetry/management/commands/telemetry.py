@@ -143,6 +143,8 @@ class Command(DivCommand):
     def print_drops(self, run: Run) -> None:
         for reason, count in queries.drops_of(run):
             sys.stderr.write(notice(reason, count) + "\n")
+        if run.status == Run.Status.LOST and run.telemetry_closed:
+            sys.stderr.write(tables.LOST_NOTE.format(run=run.name) + "\n")
         if run.telemetry_unread:
             sys.stderr.write(tables.UNREAD_NOTE.format(run=run.name) + "\n")
 
