@@ -7,7 +7,7 @@ SECRET_KEY       required when DEBUG is off
 DEBUG            "1" to show Django's debug pages
 ALLOWED_HOSTS    comma-separated host names the server answers to
 DIVERGENT_SHIP_LIMIT   the most a run's shipped files may weigh (default 100MB; off for none)
-DIVERGENT_DB_TIMEOUT   seconds a SQLite write waits for another writer (30); a run's end is then retried
+DIVERGENT_DB_TIMEOUT   seconds a SQLite write waits for another writer (30); a run's end retries
 """
 
 from __future__ import annotations
