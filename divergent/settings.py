@@ -7,6 +7,8 @@ REDIS_URL        a Redis channel layer instead of the in-memory one, for several
 SECRET_KEY       signs sessions and login links; unset, a random key made once in DIVERGENT_HOME
 DEBUG            "1" to show Django's debug pages
 ALLOWED_HOSTS    comma-separated host names the server answers to
+DIVERGENT_SHIP_LIMIT   the most a run's shipped files may weigh (default 100MB; off for none)
+DIVERGENT_DB_TIMEOUT   seconds a SQLite write waits for another writer (30); a run's end retries
 
 A variable that cannot be read stops start-up with one line naming it (BadSetting).
 """
@@ -131,9 +133,21 @@ def _home_key() -> str:
     return path.read_text().strip()
 
 
+def env_seconds(name: str, default: float) -> float:
+    value = os.environ.get(name)
+    if not value:
+        return default
+    try:
+        return float(value)
+    except ValueError:
+        raise BadSetting(f"{name}={value!r} is not a number of seconds; set it like 30") from None
+
+
 DIVERGENT_HOME = Path(os.environ.get("DIVERGENT_HOME") or BASE_DIR / "var").resolve()
 RUNS_DIR = DIVERGENT_HOME / "runs"
 DIVERGENT_URL = env_url("DIVERGENT_URL")
+# Read when a run ships, where a bad value is one line of `div run` (telemetry/shipping.py).
+SHIP_LIMIT = os.environ.get("DIVERGENT_SHIP_LIMIT", "100MB")
 
 DEBUG = env_flag("DEBUG")
 SECRET_KEY = env_secret_key("SECRET_KEY")
@@ -202,7 +216,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         # IMMEDIATE takes the write lock up front, so a busy writer waits instead of failing.
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         "transaction_mode": "IMMEDIATE",
-        "timeout": 30,
+        "timeout": env_seconds("DIVERGENT_DB_TIMEOUT", 30),
     }
 
 if env_redis("REDIS_URL"):

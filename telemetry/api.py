@@ -99,6 +99,7 @@ def run_summary(run: Run, keys: dict[str, Key]) -> dict:
         "duration": run.duration.total_seconds() if run.duration is not None else None,
         "points": run.points,
         "closed": run.telemetry_closed,
+        "unread": run.telemetry_unread,
         "stats": stat_values(run, keys),
     }
 

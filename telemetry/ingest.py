@@ -11,22 +11,25 @@ import fcntl
 import logging
 import os
 import socket
+import stat
 import threading
 import time
 import uuid
 from contextlib import contextmanager
 from datetime import timedelta
+from pathlib import Path
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import DatabaseError, close_old_connections
 from django.db.models import Q
 from django.utils import timezone
 
-from telemetry import services
+from telemetry import processes, services, supervision, tailing
 from telemetry.encryption import SecretsKeyError
-from telemetry.lines import BOM, MAX_LINE_BYTES
+from telemetry.lines import BOM, MAX_LINE_BYTES, Reason
 from telemetry.masking import Masker
 from telemetry.models import Run
+from telemetry.tailing import Mark, Verdict
 from telemetry.tally import Tally
 
 log = logging.getLogger("divergent.ingest")
@@ -35,6 +38,7 @@ CHUNK_BYTES = 4 * 1024 * 1024
 IDLE_SECONDS = 0.2  # a line is stored within about this long of its newline
 LEASE = timedelta(seconds=15)
 SECRETS_TTL = 5.0  # seconds a run's masker is trusted before secrets are read again
+REAP_SECONDS = 1.0  # how often the live runs' supervisors are looked at
 
 
 def split_chunk(
@@ -76,7 +80,9 @@ class Ingester:
         self.leases: dict[int, object] = {}
         self.tallies: dict[int, Tally] = {}
         self.maskers: dict[int, tuple[float, Masker]] = {}
-        self.unreadable: set[int] = set()  # orgs whose secrets this key cannot decrypt
+        self.sealed_orgs: set[int] = set()  # orgs whose secrets this key cannot decrypt
+        self.reaped_at = -REAP_SECONDS
+        self.trouble: dict[int | None, str] = {}  # what went wrong last, said once until it clears
 
     def open_runs(self):
         runs = Run.objects.filter(telemetry_closed=False)
@@ -85,18 +91,42 @@ class Ingester:
         return runs.order_by("pk")
 
     def tail_once(self) -> bool:
-        """One pass over the open runs; True when something was stored."""
+        """One pass over the open runs; True when something was stored.
+
+        Every second or so it also ends as lost the live runs whose supervisor has gone, so
+        their telemetry is read to the end and closed. A database that refuses (locked past its
+        timeout, out of reach) is said once, in one line, and the pass is tried again later.
+        """
+        try:
+            if time.monotonic() - self.reaped_at >= REAP_SECONDS:
+                self.reaped_at = time.monotonic()
+                supervision.reap_live(self.run_ids)
+            runs = list(self.open_runs())
+        except DatabaseError as e:
+            self.complain(None, "ingesting paused: the database refused ({why}); trying again", e)
+            return False
+        self.trouble.pop(None, None)
         found = False
-        for run in self.open_runs():
-            if not self.hold(run):
-                continue
+        for run in runs:
             try:
+                if not self.hold(run):
+                    continue
                 found |= self.tail_run(run)
-            except Exception:
+                self.trouble.pop(run.pk, None)
+            except Exception as e:
                 # One run's trouble must not stop the others; its tally is re-read next time.
-                log.exception("ingesting %s failed; retrying from its stored offset", run)
+                self.complain(
+                    run.pk, f"ingesting {run} failed ({{why}}); retrying from its stored offset", e
+                )
                 self.forget(run.pk)
         return found
+
+    def complain(self, key: int | None, message: str, error: Exception) -> None:
+        """One line, once until the trouble changes or clears: never a traceback a pass."""
+        said = message.format(why=str(error).strip() or type(error).__name__)
+        if self.trouble.get(key) != said:
+            self.trouble[key] = said
+            log.warning(said)
 
     def hold(self, run: Run) -> bool:
         """Take or renew the run's lease: each run is ingested by one process at a time."""
@@ -134,40 +164,56 @@ class Ingester:
             try:
                 masker = services.masker_for(run.org_id)
             except SecretsKeyError as e:
-                if run.org_id not in self.unreadable:
+                if run.org_id not in self.sealed_orgs:
                     log.error("telemetry of org %s waits: %s", run.org, e)
-                self.unreadable.add(run.org_id)
+                self.sealed_orgs.add(run.org_id)
                 self.maskers.pop(run.org_id, None)
                 return None
-            self.unreadable.discard(run.org_id)
+            self.sealed_orgs.discard(run.org_id)
             self.maskers[run.org_id] = (time.monotonic(), masker)
         return masker
 
     def tail_run(self, run: Run) -> bool:
-        tally = self.tallies[run.pk]
-        # The stored offset only moves under this lease, so what open_runs() just read is current.
-        offset, in_long_line = run.offset, run.in_long_line
         ended = not run.is_live
-        try:
-            size = os.stat(run.telemetry_path).st_size
-        except FileNotFoundError:
-            size = 0
+        with TelemetryFile.open(run.telemetry_path, run.folder) as current:
+            seen = current.seen(run.offset, wanted=ended or current.size > run.offset)
+            verdict = tailing.judge(
+                inode=run.telemetry_inode, head=run.telemetry_head, offset=run.offset, seen=seen
+            )
+            if verdict is Verdict.UNREADABLE:
+                return self.unreadable(run, seen.problem, ended)
+            if verdict is Verdict.SAME:
+                return self.read(run, current, ended, last=True)
+            return self.rotated(run, verdict, seen, ended)
+
+    def read(self, run: Run, source: TelemetryFile, ended: bool, *, last: bool) -> bool:
+        """Read on from the run's offset in source; the run's file (last) or an older one."""
+        tally = self.tallies[run.pk]
+        offset, in_long_line, size = run.offset, run.in_long_line, source.size
+        mark = Mark(inode=source.inode or run.telemetry_inode, head=run.telemetry_head)
         if offset >= size:
-            if ended:
+            if ended and last:
                 services.ingest_batch(
-                    run=run, tally=tally, offset=offset, in_long_line=False, close=True
+                    run=run, tally=tally, offset=offset, in_long_line=False, close=True, mark=mark
                 )
                 self.forget(run.pk)
                 return True
+            if run.telemetry_problem:  # readable again: a new problem is noted anew
+                services.ingest_batch(
+                    run=run,
+                    tally=tally,
+                    offset=offset,
+                    in_long_line=in_long_line,
+                    close=False,
+                    mark=mark,
+                )
             return False
 
-        with open(run.telemetry_path, "rb") as f:
-            f.seek(offset)
-            chunk = f.read(self.chunk_bytes)
+        chunk = source.read(offset, self.chunk_bytes)
         if offset == 0 and chunk.startswith(BOM):
             # Stepped over once, as the file's first bytes: the first line is then any other.
             services.ingest_batch(
-                run=run, tally=tally, offset=len(BOM), in_long_line=False, close=False
+                run=run, tally=tally, offset=len(BOM), in_long_line=False, close=False, mark=mark
             )
             return True
         complete = ended and offset + len(chunk) >= size
@@ -181,11 +227,63 @@ class Ingester:
             return False
         for raw in lines:
             tally.add(masker.read_line(raw))
-        close = complete and offset + consumed >= size
+        offset += consumed
+        if not mark.head or tailing.head_length(offset) > tailing.head_length(run.offset):
+            mark = Mark(inode=mark.inode, head=source.head(offset))
+        close = last and complete and offset >= size
         services.ingest_batch(
-            run=run, tally=tally, offset=offset + consumed, in_long_line=in_long_line, close=close
+            run=run, tally=tally, offset=offset, in_long_line=in_long_line, close=close, mark=mark
         )
         if close:
+            self.forget(run.pk)
+        return True
+
+    def rotated(self, run: Run, verdict: Verdict, seen: tailing.Seen, ended: bool) -> bool:
+        """Another file at the path, or the same one cut short: read the rest of the old one
+        first when it is found beside it (renamed, or copied), then the new one from its start.
+        Each step is stored with its offset, so a killed ingester resumes at the same place."""
+        with TelemetryFile.previous(run) as previous:
+            if previous is not None and previous.size > run.offset:
+                return self.read(run, previous, ended, last=False)
+            if verdict is Verdict.REPLACED and previous is not None and not ended and not seen.size:
+                return False  # nothing in the new file yet: a writer may still append to the old
+            note = tailing.rotation_note(
+                verdict,
+                name=run.telemetry_path.name,
+                offset=run.offset,
+                previous=previous.name if previous is not None else None,
+            )
+        services.ingest_batch(
+            run=run,
+            tally=self.tallies[run.pk],
+            offset=0,
+            in_long_line=False,
+            close=False,
+            mark=Mark(inode=seen.inode),
+            notes=[note],
+        )
+        return True
+
+    def unreadable(self, run: Run, problem: str, ended: bool) -> bool:
+        """Noted in the run's log and counted once each time the path becomes unreadable (or
+        unreadable another way); an ended run's telemetry is closed all the same."""
+        tally = self.tallies[run.pk]
+        notes = []
+        if problem != run.telemetry_problem:
+            tally.drop(Reason.UNREADABLE, mention=False)
+            notes.append(tailing.unreadable_note(name=run.telemetry_path.name, problem=problem))
+        if not notes and not ended:
+            return False
+        services.ingest_batch(
+            run=run,
+            tally=tally,
+            offset=run.offset,
+            in_long_line=run.in_long_line,
+            close=ended,
+            mark=Mark(inode=run.telemetry_inode, head=run.telemetry_head, problem=problem),
+            notes=notes,
+        )
+        if ended:
             self.forget(run.pk)
         return True
 
@@ -194,12 +292,164 @@ class Ingester:
         while not stop.is_set():
             started = time.monotonic()
             close_old_connections()
-            if until_closed and not self.open_runs().exists():
+            if until_closed and self.all_closed():
                 return
             self.tail_once()
             # Paced even when busy: a batch a pass keeps the tabs' messages to a few a second,
             # and a pass that read a full chunk has taken longer than this anyway.
             stop.wait(max(0.0, IDLE_SECONDS - (time.monotonic() - started)))
+
+    def all_closed(self) -> bool:
+        try:
+            return not self.open_runs().exists()
+        except DatabaseError:
+            return False  # said by the pass that follows
+
+
+class TelemetryFile:
+    """A run's telemetry file opened for one pass: never followed out of the run's folder,
+    never a FIFO that would block the ingester, read at offsets on one descriptor."""
+
+    def __init__(self, path: Path, fd: int | None = None, problem: str = ""):
+        self.path = path
+        self.name = path.name
+        self.fd = fd
+        self.problem = problem
+        info = os.fstat(fd) if fd is not None else None
+        self.inode = f"{info.st_dev}:{info.st_ino}" if info else ""
+        self.size = info.st_size if info else 0
+        self.mtime = info.st_mtime if info else 0.0
+
+    @classmethod
+    @contextmanager
+    def open(cls, path: Path, folder: Path):
+        opened = cls._open(path, folder)
+        try:
+            yield opened
+        finally:
+            if opened.fd is not None:
+                os.close(opened.fd)
+
+    @classmethod
+    def _open(cls, path: Path, folder: Path) -> TelemetryFile:
+        try:
+            if os.path.islink(path):
+                real = Path(os.path.realpath(path))
+                if not real.is_relative_to(folder.resolve()):
+                    return cls(path, problem=f"is a link to {real}, outside the run's folder")
+            kind = _not_a_file(os.stat(path).st_mode)
+            if kind:
+                return cls(path, problem=f"is {kind}")
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        except FileNotFoundError:
+            return cls(path)  # not written yet (or a link to nothing yet)
+        except OSError as e:
+            return cls(path, problem=(e.strerror or str(e)).lower())
+        kind = _not_a_file(os.fstat(fd).st_mode)
+        if kind:  # it changed between the look and the open
+            os.close(fd)
+            return cls(path, problem=f"is {kind}")
+        return cls(path, fd)
+
+    @classmethod
+    @contextmanager
+    def previous(cls, run: Run):
+        """The file the run's offset counts bytes of, found beside the path: the same inode
+        (renamed), else the same first bytes and at least the bytes read (copied); the newest
+        such. None when it is gone (deleted, compressed, moved elsewhere)."""
+        found = None
+        try:
+            found = cls._previous(run)
+            yield found
+        finally:
+            if found is not None and found.fd is not None:
+                os.close(found.fd)
+
+    @classmethod
+    def _previous(cls, run: Run) -> TelemetryFile | None:
+        skip = {run.telemetry_path.name, run.log_path.name, run.files_path.name}
+        try:
+            names = sorted(p for p in os.listdir(run.folder) if p not in skip)
+        except OSError:
+            return None
+        same_head = []
+        for name in names:
+            path = run.folder / name
+            try:
+                if not stat.S_ISREG(os.lstat(path).st_mode):
+                    continue
+                candidate = cls(path, os.open(path, os.O_RDONLY | os.O_NONBLOCK))
+            except OSError:
+                continue
+            if candidate.inode == run.telemetry_inode:
+                for other in same_head:
+                    os.close(other.fd)
+                return candidate
+            if (
+                run.telemetry_head
+                and candidate.size >= run.offset
+                and candidate.head(run.offset) == run.telemetry_head
+            ):
+                same_head.append(candidate)
+            else:
+                os.close(candidate.fd)
+        if not same_head:
+            return None
+        same_head.sort(key=lambda f: f.mtime)
+        for other in same_head[:-1]:
+            os.close(other.fd)
+        return same_head[-1]
+
+    def seen(self, offset: int, *, wanted: bool) -> tailing.Seen:
+        """What is at the path; its fingerprint only when there is something to read (wanted)
+        and the file has the bytes it covers."""
+        head = ""
+        if wanted and offset and self.size >= tailing.head_length(offset):
+            head = self.head(offset)
+        return tailing.Seen(problem=self.problem, inode=self.inode, size=self.size, head=head)
+
+    def head(self, offset: int) -> str:
+        return tailing.fingerprint(os.pread(self.fd, tailing.head_length(offset), 0))
+
+    def read(self, offset: int, size: int) -> bytes:
+        return os.pread(self.fd, size, offset)
+
+
+def _not_a_file(mode: int) -> str:
+    """What a path is when it is not a regular file, as the note says it: "a directory"."""
+    if stat.S_ISREG(mode):
+        return ""
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+class Follower:
+    """What `div telemetry -f` and `div log -f` do between looks, so they always come to an end
+    even with nothing else running: end the run as lost once its supervisor has gone and, for
+    telemetry, read an ended run's file to its end themselves when no `div serve` or
+    `div ingest` runs on this machine."""
+
+    def __init__(self, run: Run, *, read: bool):
+        self.run = run
+        self.read = read
+        self.looked = -REAP_SECONDS
+        self.ingester: Ingester | None = None
+
+    def step(self) -> None:
+        self.run.refresh_from_db(fields=[*supervision.CHECKED[1:], "points"])  # as judged
+        if self.run.is_live and time.monotonic() - self.looked >= REAP_SECONDS:
+            self.looked = time.monotonic()
+            supervision.reap([self.run])
+        if self.read and self.run.telemetry_unread and not ingester_running():
+            self.ingester = self.ingester or Ingester(run_ids=[self.run.pk])
+            self.ingester.tail_once()
 
 
 def _dead_here(owner: str) -> bool:
@@ -207,15 +457,7 @@ def _dead_here(owner: str) -> bool:
     restarted here resumes at once instead of waiting out its old lease."""
     host, _, rest = owner.partition(":")
     pid = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+    return pid.isdigit() and processes.alive_here(host, int(pid)) is False
 
 
 def lock_path():

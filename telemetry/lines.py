@@ -45,6 +45,9 @@ class Reason(enum.StrEnum):
     BAD_KEY = "bad_key"
     TOO_MANY_KEYS = "too_many_keys"
     TOO_MANY_POINTS = "too_many_points"
+    # Not a line: the telemetry path could not be read (a directory, a FIFO, a link out of the
+    # run's folder, no permission), counted once each time it becomes so.
+    UNREADABLE = "unreadable"
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,11 @@ NOTICES = {
         "dropped a line past the run's 200,000 points",
         "dropped {n} lines past the run's 200,000 points",
         "write a point less often",
+    ),
+    Reason.UNREADABLE: Notice(
+        "could not read the telemetry file",
+        "could not read the telemetry file {n} times",
+        "make DIVERGENT_TELEMETRY_PATH a regular file in the run's folder",
     ),
 }
 

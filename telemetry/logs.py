@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from telemetry.ingest import Follower
 from telemetry.models import Run
 from telemetry.terminal import Screen, Span, last_state_start
 
@@ -23,9 +24,10 @@ def follow(
     """Print the log's bytes as written, as cat would (a progress bar still draws in a
     terminal), and with follow, keep printing them until the run has ended. `wait` is how to
     pass the time between looks: one that returns early when the run ends saves the wait."""
+    follower = Follower(run, read=False)
     with open(run.log_path, "rb") as log:
         while True:
-            run.refresh_from_db(fields=["status"])
+            follower.step()  # a run whose supervisor has gone ends as lost: so does this
             ended = not run.is_live
             data = log.read()
             if data:

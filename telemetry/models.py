@@ -82,6 +82,9 @@ class Run(models.Model):
         RUNNING = "running"
         SUCCEEDED = "succeeded"
         FAILED = "failed"
+        # Its supervisor went without recording how the command ended (killed, or its
+        # machine restarted); it goes on running if that supervisor is heard from again.
+        LOST = "lost"
 
     org = models.ForeignKey(Org, models.CASCADE, related_name="runs")
     status = models.CharField(max_length=20, choices=Status, default=Status.RUNNING)
@@ -96,6 +99,16 @@ class Run(models.Model):
     telemetry_closed = models.BooleanField(default=False)
     # The offset is inside a line already dropped as too long: skip to its newline.
     in_long_line = models.BooleanField(default=False)
+    # The supervisor's heartbeat: who runs the command (host and pid), and when it last said so.
+    heartbeat = models.DateTimeField(null=True, blank=True)
+    supervisor_host = models.CharField(max_length=255, blank=True)
+    supervisor_pid = models.IntegerField(null=True, blank=True)
+    # Which file the offset counts bytes of, stored with it: "device:inode", and a fingerprint
+    # of its first bytes read. Another file there (rotated, truncated) is then read from its start.
+    telemetry_inode = models.CharField(max_length=64, blank=True)
+    telemetry_head = models.CharField(max_length=64, blank=True)
+    # Why the telemetry path cannot be read now ("is a directory"); empty when it can.
+    telemetry_problem = models.CharField(max_length=200, blank=True)
     # Which ingester holds the run, and until when: one process at a time per run.
     lease_owner = models.CharField(max_length=100, blank=True)
     lease_until = models.DateTimeField(null=True, blank=True)
@@ -129,6 +142,12 @@ class Run(models.Model):
     @property
     def is_live(self) -> bool:
         return self.status == self.Status.RUNNING
+
+    @property
+    def telemetry_unread(self) -> bool:
+        """Ended, but its telemetry is not all read yet: no ingester was there when it ended
+        (`div serve` or `div ingest` reads it), or one is reading it now."""
+        return not self.is_live and not self.telemetry_closed
 
     @property
     def folder(self) -> Path:

@@ -12,10 +12,13 @@ import orjson
 from django.db import connection
 from django.db.models import Count
 
+from telemetry import supervision
 from telemetry.errors import RunNotFound
+from telemetry.ingest import Follower
 from telemetry.layout import panel_x, point_x
 from telemetry.lines import Number, Reason
 from telemetry.models import Drop, Key, Point, Run, Secret
+from telemetry.tables import points_cell
 
 BATCH = 5000
 
@@ -137,10 +140,15 @@ def run_named(name: str, *, user) -> Run:
     return run
 
 
-def runs_listing() -> list[tuple[str, str, int, int, datetime]]:
-    """Every run, oldest first: (name, status, points, keys, created)."""
+def runs_listing() -> list[tuple[str, str, str, int, datetime]]:
+    """Every run, oldest first: (name, status, points, keys, created); a run whose supervisor
+    has gone is listed as lost, and an ended run not all read says so by its points."""
+    supervision.reap_live()
     runs = Run.objects.annotate(key_count=Count("keys")).order_by("pk")
-    return [(r.name, r.status, r.points, r.key_count, r.created) for r in runs]
+    return [
+        (r.name, r.status, points_cell(r.points, r.telemetry_unread), r.key_count, r.created)
+        for r in runs
+    ]
 
 
 @dataclass
@@ -157,6 +165,14 @@ class Report:
     @property
     def written(self) -> list[str]:
         return [k.name for k in self.keys]
+
+    @property
+    def lost(self) -> bool:
+        return self.run.status == Run.Status.LOST and self.run.telemetry_closed
+
+    @property
+    def unread(self) -> bool:
+        return self.run.telemetry_unread
 
     @property
     def key_rows(self) -> list[tuple]:
@@ -186,8 +202,9 @@ def stretches(run: Run, *, follow: bool) -> Iterator[tuple[int, int]]:
     """(after, upto): the seqs stored so far, then, following, each new stretch as it is
     stored, until the run has ended and its last line is stored."""
     after = 0
+    follower = Follower(run, read=follow)
     while True:
-        run.refresh_from_db(fields=["status", "telemetry_closed", "points"])
+        follower.step()  # ends a lost run, and reads its file when nothing else does
         closed, upto = run.telemetry_closed, run.points
         yield after, upto
         after = upto

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -11,9 +12,9 @@ import time
 from typing import BinaryIO
 
 from django.conf import settings
-from django.db import connection
+from django.db import InterfaceError, OperationalError, connection
 
-from telemetry import logs, services
+from telemetry import logs, services, supervision
 from telemetry.encryption import SecretsKeyError
 from telemetry.errors import Refused
 from telemetry.ingest import SECRETS_TTL, Ingester, ingester_running
@@ -28,6 +29,12 @@ SHORT_SECRET = (
     f"div: the secret {{name}} is shorter than {MIN_LENGTH} characters and is not masked; "
     "div secrets set {org} {name} gives it a longer value\n"
 )
+END_RETRY_FIRST = 0.1  # seconds before recording how a run ended is tried again; doubling
+END_RETRY_MOST = 5.0
+END_RETRYING = "div: cannot record how {run} ended yet ({why}); trying again until it can"
+END_STORED = "div: recorded how {run} ended"
+
+log = logging.getLogger("divergent.runner")
 
 _command: subprocess.Popen | None = None  # the command this process is running, if any
 
@@ -59,6 +66,7 @@ def execute(run: Run, command: list[str]) -> int:
         ingesting.start()
 
     global _command
+    heartbeat = supervision.Heartbeat(run).start()
     services.run_start(run=run)
     try:
         process = _command = subprocess.Popen(
@@ -77,7 +85,8 @@ def execute(run: Run, command: list[str]) -> int:
         code = process.wait()
         if code < 0:  # killed by a signal: report it as a shell does
             code = 128 - code
-    services.run_finish(run=run, exit_code=code)
+    end(run, code)
+    heartbeat.stop()
     if ingesting is not None:
         stop.set()  # the rest is stored now, without waiting out the ingester's pause
         ingesting.join()
@@ -130,6 +139,27 @@ def read_command(stream: BinaryIO) -> list[str]:
     if not (isinstance(command, list) and command and all(isinstance(a, str) for a in command)):
         raise Refused(NO_COMMAND)
     return command
+
+
+def end(run: Run, code: int) -> None:
+    """Record how the command ended, trying again until the database takes it: a database
+    locked past its timeout, or out of reach for a while, must not leave the run running
+    forever. The heartbeat goes on meanwhile, so the run is not taken for lost."""
+    wait = END_RETRY_FIRST
+    told = False
+    while True:
+        try:
+            services.run_finish(run=run, exit_code=code)
+            break
+        except (OperationalError, InterfaceError) as e:
+            if not told:
+                log.warning(END_RETRYING.format(run=run.name, why=str(e).strip()))
+                told = True
+            connection.close()
+            time.sleep(wait)
+            wait = min(wait * 2, END_RETRY_MOST)
+    if told:
+        log.warning(END_STORED.format(run=run.name))
 
 
 def forward(signum: int, frame=None) -> None:

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import re
 import shutil
+import stat
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import orjson
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.tokens import default_token_generator
 from django.db import connection, transaction
@@ -15,14 +21,17 @@ from django.utils import timezone
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
-from telemetry import address, encryption, live
+from telemetry import address, encryption, live, processes, shipping
 from telemetry.errors import Refused
 from telemetry.layout import LayoutError, default_layout, parse_layout
 from telemetry.lines import notice
 from telemetry.masking import MIN_LENGTH, Masker, too_short
 from telemetry.models import Drop, Key, Layout, Membership, Org, Point, Run, Secret
 from telemetry.names import slug
+from telemetry.tailing import Mark
 from telemetry.tally import KeyStats, Tally
+
+ship_log = logging.getLogger("divergent.ship")
 
 DEFAULT_ORG = "default"
 FIRST_USER = "admin"
@@ -131,7 +140,6 @@ def layout_read(*, directory: Path | None, telemetry: Path | None) -> tuple[str,
     return source, str(path)
 
 
-@transaction.atomic
 def run_create(
     *,
     org: Org,
@@ -140,23 +148,40 @@ def run_create(
     layout_origin: str = "",
     files_from: Path | None = None,
 ) -> Run:
-    """Validate the layout, create the run with it, and lay out its folder.
+    """Validate the layout, ship the files, and create the run with its folder.
 
-    The layout is parsed here, before anything is made, so no run exists with a layout that
-    cannot be read: a LayoutError leaves nothing behind.
+    Everything that can refuse the run (the layout, the ship's size and rules) is decided
+    before anything is made; the files are copied into a partial folder that becomes the run's
+    only once the copy is whole, so a refusal, an error or a Ctrl-C leaves no run and no folder.
     """
     parsed = parse_layout(layout_source) if layout_source else default_layout()
-    # Stored masked: the API, the run page and the admin show it. The process is given the
-    # command itself by whoever runs it (runner.execute), never from here.
-    run = Run.objects.create(org=org, command=masker_for(org.pk).mask_args(command))
-    Layout.objects.create(run=run, source=layout_source, origin=layout_origin, parsed=parsed)
-    run.folder.mkdir(parents=True, exist_ok=True)
-    if files_from is not None:
-        shutil.copytree(files_from, run.files_path, symlinks=True, dirs_exist_ok=True)
-    else:
-        run.files_path.mkdir(exist_ok=True)
-    run.telemetry_path.touch()
-    run.log_path.touch()
+    plan = ship_plan(directory=files_from) if files_from is not None else None
+    partial = _partial_folder()
+    made = None
+    try:
+        _ship(plan, files_from, partial / "files")
+        (partial / "telemetry.jsonl").touch()
+        (partial / "log").touch()
+        with transaction.atomic():
+            # Stored masked: the API, the run page and the admin show it. The process is given
+            # the command itself by whoever runs it (runner.execute), never from here.
+            run = Run.objects.create(org=org, command=masker_for(org.pk).mask_args(command))
+            Layout.objects.create(
+                run=run, source=layout_source, origin=layout_origin, parsed=parsed
+            )
+            if run.folder.exists():
+                # Left by a database since reset: no run of this one owns it.
+                shutil.rmtree(run.folder)
+            os.rename(partial, made := run.folder)
+    except BaseException:
+        for folder in (partial, made):
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
+        raise
+    if plan is not None and plan.notes:
+        log_append(run, "".join(note + "\n" for note in plan.notes))
+        for note in plan.notes:
+            ship_log.warning("%s", note)
     return run
 
 
@@ -184,6 +209,8 @@ def run_launch(
         )
     except LayoutError as e:
         raise Refused(REFUSED.format(why=e)) from None
+    except shipping.ShipError as e:
+        raise Refused(str(e)) from None
     except shutil.Error as e:  # copytree's: every file it could not copy, with why
         why = e.args[0][0][2]
         raise Refused(CANNOT_SHIP.format(path=directory, why=why)) from None
@@ -191,17 +218,166 @@ def run_launch(
         raise Refused(CANNOT_SHIP.format(path=directory, why=e.strerror or e)) from None
 
 
+def ship_plan(*, directory: Path) -> shipping.Plan:
+    """What shipping the directory copies, or ShipError with the one line to show."""
+    root = directory.resolve()
+    divignore = root / shipping.DIVIGNORE
+    try:
+        ignore = divignore.read_text(encoding="utf-8") if divignore.is_file() else ""
+    except (OSError, UnicodeDecodeError) as e:
+        raise shipping.ShipError(f"cannot read {divignore}: {_why(e)}") from None
+    left_out = []
+    for folder in (settings.DIVERGENT_HOME, settings.RUNS_DIR):
+        folder = Path(folder).resolve()
+        if folder.is_relative_to(root):
+            left_out.append(folder.relative_to(root).as_posix())
+    rules = shipping.Rules(
+        root=root.as_posix(),
+        divignore=ignore,
+        left_out=left_out,
+        limit=shipping.parse_limit(settings.SHIP_LIMIT),
+        name=str(directory),
+    )
+    return rules.plan(_listing(root, rules, directory))
+
+
+def _listing(root: Path, rules: shipping.Rules, named: Path) -> list[shipping.Entry]:
+    """Everything under root, links not followed, folders the rules leave out not entered."""
+    entries: list[shipping.Entry] = []
+    folders = [""]
+    while folders:
+        folder = folders.pop()
+        try:
+            with os.scandir(root / folder) as found:
+                listed = sorted(found, key=lambda e: e.name)
+        except OSError as e:
+            raise shipping.ShipError(f"cannot ship {named}: {folder}: {_why(e)}") from None
+        for item in listed:
+            path = f"{folder}/{item.name}" if folder else item.name
+            mode = item.stat(follow_symlinks=False).st_mode
+            if stat.S_ISDIR(mode):
+                entries.append(shipping.Entry(path, shipping.DIR))
+                if rules.descends(path):
+                    folders.append(path)
+            elif stat.S_ISLNK(mode):
+                entries.append(shipping.Entry(path, shipping.LINK, target=os.readlink(item.path)))
+            elif stat.S_ISREG(mode):
+                size = item.stat(follow_symlinks=False).st_size
+                entries.append(shipping.Entry(path, shipping.FILE, size))
+            else:
+                kind = shipping.FIFO if stat.S_ISFIFO(mode) else shipping.SOCKET
+                if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+                    kind = shipping.DEVICE
+                entries.append(shipping.Entry(path, kind))
+    return sorted(entries, key=lambda e: e.path)
+
+
+def _ship(plan: shipping.Plan | None, source: Path | None, into: Path) -> None:
+    into.mkdir()
+    if plan is None or source is None:
+        return
+    source = source.resolve()
+    try:
+        for folder in plan.dirs:
+            (into / folder).mkdir()
+        for entry in plan.files:
+            # copy2 refuses a FIFO that took a file's place since the listing: it never blocks.
+            shutil.copy2(source / entry.path, into / entry.path, follow_symlinks=False)
+        for path, target in plan.links:
+            os.symlink(target, into / path)
+        for folder in reversed(plan.dirs):  # modes and times, once nothing more is written
+            shutil.copystat(source / folder, into / folder, follow_symlinks=False)
+    except OSError as e:
+        where = e.filename or source
+        raise shipping.ShipError(f"cannot ship {source}: {where}: {_why(e)}") from None
+
+
+def _why(error: OSError | UnicodeDecodeError) -> str:
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror.lower()
+    return "not UTF-8 text" if isinstance(error, UnicodeDecodeError) else str(error)
+
+
+PARTIAL = ".partial-{host}-"  # then the pid of the process filling it
+
+
+def _partial_folder() -> Path:
+    """A hidden folder beside the runs' to build a run's folder in; any left by a process of
+    this machine that has gone (killed while copying) are removed first."""
+    settings.RUNS_DIR.mkdir(parents=True, exist_ok=True)
+    host = processes.this_host()
+    prefix = PARTIAL.format(host=host)
+    for leftover in settings.RUNS_DIR.glob(prefix + "*"):
+        pid = leftover.name.removeprefix(prefix).partition("-")[0]
+        if pid.isdigit() and processes.alive_here(host, int(pid)) is False:
+            shutil.rmtree(leftover, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=settings.RUNS_DIR))
+
+
 def run_start(*, run: Run) -> None:
     run.started = timezone.now()
     run.save(update_fields=["started"])
 
 
+LOST_NOTE = (
+    "div: {run} was lost: its supervisor ({who}) went without recording how the command "
+    "ended (killed, or its machine restarted); its telemetry is read to the end and closed\n"
+)
+
+
+@transaction.atomic
+def run_heartbeat(*, run_id: int, host: str, pid: int) -> None:
+    """The supervisor says it is there. A lost run whose own supervisor speaks again goes on
+    running, its telemetry read again from where it was left."""
+    Run.objects.filter(pk=run_id).update(
+        heartbeat=timezone.now(), supervisor_host=host, supervisor_pid=pid
+    )
+    back = Run.objects.filter(
+        pk=run_id, status=Run.Status.LOST, supervisor_host=host, supervisor_pid=pid
+    ).update(status=Run.Status.RUNNING, ended=None, telemetry_closed=False)
+    if back:
+        transaction.on_commit(lambda: live.notify_status(run_id, Run.Status.RUNNING, False))
+
+
+def run_lose(*, run: Run) -> bool:
+    """End a live run whose supervisor has gone as lost; False when it was heard from, or
+    ended, since it was judged. Its end is when it was last heard from."""
+    with transaction.atomic():
+        lost = Run.objects.filter(
+            pk=run.pk,
+            status=Run.Status.RUNNING,
+            heartbeat=run.heartbeat,
+            supervisor_pid=run.supervisor_pid,
+        ).update(status=Run.Status.LOST, ended=_last_heard(run))
+    if not lost:
+        return False
+    run.refresh_from_db()
+    who = f"pid {run.supervisor_pid} on {run.supervisor_host}" if run.supervisor_pid else "none"
+    log_append(run, LOST_NOTE.format(run=run.name, who=who))
+    live.notify_status(run.pk, run.status, run.telemetry_closed)
+    return True
+
+
+def _last_heard(run: Run):
+    """When a lost run was last known to be going: its last heartbeat, never before it started."""
+    known = [moment for moment in (run.heartbeat, run.started) if moment is not None]
+    return max(known) if known else timezone.now()
+
+
 def run_finish(*, run: Run, exit_code: int) -> None:
-    run.exit_code = exit_code
-    run.status = Run.Status.SUCCEEDED if exit_code == 0 else Run.Status.FAILED
-    run.ended = timezone.now()
-    run.save(update_fields=["exit_code", "status", "ended"])
-    transaction.on_commit(lambda: live.notify_status(run.pk, run.status, run.telemetry_closed))
+    """Record how the command ended. It stands even if the run was judged lost meanwhile (its
+    supervisor was slow, not gone): the telemetry is then read on from where it was closed.
+
+    Written from the values, not from the run object, which a follower may be refreshing in
+    another thread while this waits for the database."""
+    status = Run.Status.SUCCEEDED if exit_code == 0 else Run.Status.FAILED
+    ended = timezone.now()
+    with transaction.atomic():
+        Run.objects.filter(pk=run.pk, status=Run.Status.LOST).update(telemetry_closed=False)
+        Run.objects.filter(pk=run.pk).update(exit_code=exit_code, status=status, ended=ended)
+        closed = Run.objects.filter(pk=run.pk).values_list("telemetry_closed", flat=True).get()
+        transaction.on_commit(lambda: live.notify_status(run.pk, status, closed))
+    run.exit_code, run.status, run.ended, run.telemetry_closed = exit_code, status, ended, closed
 
 
 class SecretRefused(Refused):
@@ -270,13 +446,30 @@ def log_append(run: Run, text: str) -> None:
         log.write(text)
 
 
-def ingest_batch(*, run: Run, tally: Tally, offset: int, in_long_line: bool, close: bool) -> None:
+def ingest_batch(
+    *,
+    run: Run,
+    tally: Tally,
+    offset: int,
+    in_long_line: bool,
+    close: bool,
+    mark: Mark | None = None,
+    notes: Sequence[str] = (),
+) -> None:
     """Store what the tally took since it last settled, with the file offset, atomically.
 
     A killed ingester resumes from the stored offset against the stored stats: every line is
-    stored once, none twice.
+    stored once, none twice. The mark (which file the offset counts bytes of) is stored with
+    it, so a file rotated meanwhile is known for another; notes go to the run's log after.
     """
     points = tally.new_points
+    marked = {}
+    if mark is not None:
+        marked = {
+            "telemetry_inode": mark.inode,
+            "telemetry_head": mark.head,
+            "telemetry_problem": mark.problem,
+        }
     with transaction.atomic():
         if points:
             with connection.cursor() as cursor:
@@ -299,7 +492,11 @@ def ingest_batch(*, run: Run, tally: Tally, offset: int, in_long_line: bool, clo
                 update_fields=["count"],
             )
         Run.objects.filter(pk=run.pk).update(
-            offset=offset, points=tally.points, in_long_line=in_long_line, telemetry_closed=close
+            offset=offset,
+            points=tally.points,
+            in_long_line=in_long_line,
+            telemetry_closed=close,
+            **marked,
         )
     run.offset, run.points, run.in_long_line, run.telemetry_closed = (
         offset,
@@ -307,8 +504,11 @@ def ingest_batch(*, run: Run, tally: Tally, offset: int, in_long_line: bool, clo
         in_long_line,
         close,
     )
-    if tally.first_drops:
-        log_append(run, "".join(notice(reason) + "\n" for reason in tally.first_drops))
+    for field, value in marked.items():
+        setattr(run, field, value)
+    said = [notice(reason) + "\n" for reason in tally.first_drops] + list(notes)
+    if said:
+        log_append(run, "".join(said))
     if points:
         live.notify_points(run.pk, points, tally.points)
     if close:

@@ -45,13 +45,41 @@ def key_table(keys: Iterable[tuple[str, int, Number | None, Number | None, Numbe
     )
 
 
-def runs_table(runs: Iterable[tuple[str, str, int, int, str | datetime]]) -> str:
+def runs_table(runs: Iterable[tuple[str, str, int | str, int, str | datetime]]) -> str:
     """The runs there are: (name, status, points, keys, created)."""
     rows = [
         (name, status, f"{points}", f"{keys}", _minute(created))
         for name, status, points, keys, created in runs
     ]
     return aligned(("name", "status", "points", "keys", "created"), rows, (0, 0, 0, 0, 0))
+
+
+LOST_NOTE = (
+    "telemetry: {run} was lost: its supervisor went without recording how the command ended; "
+    "what it wrote until then is all here"
+)
+UNREAD = "unread"
+UNREAD_NOTE = (
+    "telemetry: {run} has ended but its telemetry is not all read yet; "
+    "div serve or div ingest reads it"
+)
+
+
+def state_notes(run: str, lost: bool, unread: bool) -> str:
+    """What `div telemetry RUN` says on stderr of a run that was lost, or is not all read."""
+    notes = [LOST_NOTE.format(run=run)] if lost else []
+    notes += [UNREAD_NOTE.format(run=run)] if unread else []
+    return "".join(note + "\n" for note in notes)
+
+
+def points_cell(points: int, unread: bool) -> str:
+    """A run's points in the runs list; "(unread)" after them when the run has ended before
+    its telemetry was read to its end, so 0 points never looks like a run that wrote none.
+
+    >>> points_cell(0, True), points_cell(412, False)
+    ('0 (unread)', '412')
+    """
+    return f"{points} ({UNREAD})" if unread else f"{points}"
 
 
 def _minute(created: str | datetime) -> str:

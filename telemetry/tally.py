@@ -79,8 +79,9 @@ class Tally:
         self.changed.add(name)
         return stats
 
-    def drop(self, reason: Reason) -> None:
-        if not self.drops.get(reason):
+    def drop(self, reason: Reason, *, mention: bool = True) -> None:
+        """Count a reason; the log mentions it the first time, unless the caller says more."""
+        if mention and not self.drops.get(reason):
             self.first_drops.append(reason)
         self.drops[reason] = self.drops.get(reason, 0) + 1
 

@@ -41,6 +41,7 @@ SHOWN_SUMMARY = {
     "exit_code": None,
     "points": 3,
     "closed": False,
+    "unread": False,
     "stats": [
         {"title": "Samples/s", "y": "eval_samples_per_second", "reduce": "last", "value": 98},
         {"title": "loss", "y": "loss", "reduce": "min", "value": 0.5},

@@ -13,10 +13,17 @@
       fmt.el("td", {}, fmt.el("span", { class: `status status-${run.status}`, text: run.status })),
       fmt.el("td", { text: fmt.time(run.started) }),
       fmt.el("td", { text: fmt.duration(run.duration) }),
-      fmt.el("td", { class: "num", text: fmt.count(run.points) }),
+      points(run),
       fmt.el("td", { class: "stats-cell", text: stats }),
     );
     return tr;
+  }
+
+  function points(run) {
+    const cell = fmt.el("td", { class: "num", text: fmt.count(run.points) });
+    // Ended before its telemetry was read: its count is not final, and 0 is not "wrote none".
+    if (run.unread) cell.append(fmt.el("span", { class: "unread", text: "unread", title: "Its telemetry is not all read yet: div serve or div ingest reads it." }));
+    return cell;
   }
 
   async function refresh() {

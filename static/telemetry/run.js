@@ -2,6 +2,7 @@
 "use strict";
 
 (function () {
+  const LOST = "This run was lost: its supervisor went without recording how the command ended (killed, or its machine restarted).";
   const head = document.getElementById("run");
   const name = head.dataset.name;
   for (const t of head.querySelectorAll("time[datetime]")) t.textContent = fmt.time(t.getAttribute("datetime"), { seconds: true });
@@ -68,8 +69,10 @@
     document.getElementById("ended").replaceChildren(fmt.timeEl(run.ended));
     document.getElementById("drops").replaceChildren(...run.drops.map((d) => fmt.el("li", { text: d.notice })));
     const banner = document.getElementById("ended-banner");
-    banner.textContent = run.exit_code === null ? "This run has ended." : `This run has ended (exit code ${run.exit_code}).`;
+    if (run.status === "lost") banner.textContent = LOST;
+    else banner.textContent = run.exit_code === null ? "This run has ended." : `This run has ended (exit code ${run.exit_code}).`;
     banner.hidden = false;
+    document.getElementById("unread-banner").hidden = !run.unread;
   }
 
   TelemetryTab.start({
@@ -80,6 +83,7 @@
       head.dataset.status = status;
       head.dataset.closed = String(closed);
       if (status !== "running") showEnd();
+      else document.getElementById("ended-banner").hidden = true; // a lost run heard from again
     },
   });
 })();

@@ -237,7 +237,7 @@ const TelemetryTab = (function () {
     socket = new WebSocket(`${scheme}://${location.host}/ws/runs/${name}/`);
     socket.onopen = () => {
       retry = RETRY_MIN;
-      note("Live");
+      note(detail.unread ? "Ended; its telemetry is still being read: points appear as they are." : "Live");
       socket.send(JSON.stringify({ after: sent }));
     };
     socket.onmessage = (event) => {

@@ -46,6 +46,7 @@ def command(run, keys, x_key, form, follow):
                 sys.stderr.write(tables.missing_key(report.run.name, key, report.written))
         print_points(report, list(keys), form, follow)
     sys.stderr.write(tables.notices(report.drops, report.passed_over, report.x))
+    sys.stderr.write(tables.state_notes(report.run.name, report.lost, report.unread))
 
 
 def print_points(report: queries.Report, keys: list[str], form: str | None, follow: bool):

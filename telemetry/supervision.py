@@ -1,0 +1,136 @@
+"""A run's supervisor and its heartbeat; a run whose supervisor has gone ends as lost.
+
+The supervisor is the process running the command: the attached `div run`, or the
+`div supervise` that `div run --detach` starts. It says who it is (host and pid) and beats
+every few seconds. Whoever looks at a live run can then tell whether its supervisor has gone:
+the ingester (always there in `div serve` and `div ingest`, and in `div run` when nothing else
+ingests), and `div telemetry -f`, `div log -f` and the runs list, which must come to an end
+even when no ingester runs. A lost run's telemetry is then read to its end and closed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
+
+from django.db import DatabaseError, connection
+from django.utils import timezone
+
+from telemetry import processes, services
+from telemetry.models import Run
+
+log = logging.getLogger("divergent.supervision")
+
+HEARTBEAT_SECONDS = 5.0
+# Silence that makes a run of another machine lost; a run whose supervisor never started
+# (a detached run's `div supervise` that did not come up) is lost this long after it was made.
+LOST_AFTER = timedelta(seconds=30)
+
+
+def gone(
+    *,
+    heartbeat: datetime | None,
+    host: str,
+    pid: int | None,
+    created: datetime,
+    now: datetime,
+    alive: Callable[[str, int], bool | None],
+    booted: datetime,
+) -> bool:
+    """Whether a live run's supervisor has gone: the rule, in one place.
+
+    On this machine the pid decides: gone when no such process is alive, or when the machine
+    has restarted since the last heartbeat (pids start again). A live pid keeps the run however
+    late its heartbeat, since it may be waiting on a locked database to record how the run
+    ended. Of another machine only the heartbeat can tell: gone after LOST_AFTER of silence.
+    A run whose supervisor never spoke is judged by when it was made.
+    """
+    if heartbeat is None or pid is None:
+        return now - created > LOST_AFTER
+    here = alive(host, pid)
+    if here is not None:
+        return not here or heartbeat < booted
+    return now - heartbeat > LOST_AFTER
+
+
+def supervisor_gone(run: Run) -> bool:
+    return gone(
+        heartbeat=run.heartbeat,
+        host=run.supervisor_host,
+        pid=run.supervisor_pid,
+        created=run.created,
+        now=timezone.now(),
+        alive=processes.alive_here,
+        booted=processes.booted_at(),
+    )
+
+
+def reap(runs: Iterable[Run]) -> list[Run]:
+    """End as lost each live run whose supervisor has gone; the runs it ended."""
+    lost = []
+    for run in runs:
+        if run.is_live and supervisor_gone(run) and services.run_lose(run=run):
+            lost.append(run)
+    return lost
+
+
+def reap_live(run_ids: list[int] | None = None) -> list[Run]:
+    """reap() over the live runs (or those of them named), read fresh."""
+    runs = Run.objects.filter(telemetry_closed=False, status=Run.Status.RUNNING)
+    if run_ids is not None:
+        runs = runs.filter(pk__in=run_ids)
+    return reap(runs.only(*CHECKED))
+
+
+CHECKED = (
+    "pk",
+    "status",
+    "created",
+    "started",
+    "heartbeat",
+    "supervisor_host",
+    "supervisor_pid",
+    "telemetry_closed",
+)
+
+
+class Heartbeat:
+    """The supervisor's beat: says who supervises the run at once, then every few seconds
+    from a thread of its own, until stopped. A beat the database refuses (locked, gone) is
+    tried again at the next one: the pid already tells this machine the supervisor is there."""
+
+    def __init__(self, run: Run, *, every: float = HEARTBEAT_SECONDS):
+        self.run_id = run.pk
+        self.every = every
+        self.host = processes.this_host()
+        self.pid = os.getpid()
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._beat_until_stopped, daemon=True)
+
+    def start(self) -> Heartbeat:
+        self.beat()
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopped.set()
+        if self.thread.is_alive():
+            self.thread.join()
+
+    def beat(self) -> bool:
+        try:
+            services.run_heartbeat(run_id=self.run_id, host=self.host, pid=self.pid)
+        except DatabaseError as e:
+            log.debug("the heartbeat of run-%s waits for the database: %s", self.run_id, e)
+            return False
+        return True
+
+    def _beat_until_stopped(self) -> None:
+        try:
+            while not self.stopped.wait(self.every):
+                self.beat()
+        finally:
+            connection.close()

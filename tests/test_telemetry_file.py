@@ -1,0 +1,304 @@
+"""A run's telemetry file as people really treat it: rotated (copytruncate, or renamed and made
+anew), truncated, replaced by a directory, a FIFO or a link out of the run's folder. No line is
+lost silently, none is stored twice, and a path that cannot be read is said once and counted."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from telemetry import services
+from telemetry.models import Drop, Point, Run
+from tests.conftest import ROOT, wait_for
+
+pytest_plugins = ["tests.personas"]
+
+
+def steps(run: Run) -> list[int]:
+    return [
+        d["step"]
+        for d in Point.objects.filter(run=run).order_by("seq").values_list("data", flat=True)
+    ]
+
+
+def write(path, first: int, count: int) -> None:
+    with open(path, "a") as f:
+        for step in range(first, first + count):
+            f.write(json.dumps({"step": step, "loss": 1 / step}) + "\n")
+
+
+def log_lines(run: Run, start: str) -> list[str]:
+    return [line for line in run.log_path.read_text().splitlines() if line.startswith(start)]
+
+
+def test_after_copytruncate_every_line_is_read_once_the_copys_rest_first(make_run):
+    telemetry = make_run()
+    path = telemetry.run.telemetry_path
+    write(path, 1, 100)
+    telemetry.ingest()
+    write(path, 101, 10)  # written, not read yet, when logrotate copies and truncates
+    shutil.copy(path, path.with_name("telemetry.jsonl.1"))
+    os.truncate(path, 0)
+    write(path, 111, 60)
+
+    telemetry.ingest()
+    telemetry.ingest()  # and a pass more: the rotation is noted once
+
+    assert steps(telemetry.run) == list(range(1, 171))
+    assert log_lines(telemetry.run, "telemetry:") == [
+        "telemetry: telemetry.jsonl was rotated; read the rest of the old one "
+        "(telemetry.jsonl.1); now reading telemetry.jsonl from its start"
+    ]
+    assert not Drop.objects.filter(run=telemetry.run).exists()
+
+
+def test_after_a_rename_and_a_new_file_every_line_is_read_once_the_old_files_rest_first(
+    make_run,
+):
+    telemetry = make_run()
+    path = telemetry.run.telemetry_path
+    write(path, 1, 100)
+    telemetry.ingest()
+    write(path, 101, 10)
+    path.rename(path.with_name("telemetry.jsonl.1"))
+    write(path, 111, 60)
+
+    telemetry.ingest()
+
+    assert steps(telemetry.run) == list(range(1, 171))
+    assert log_lines(telemetry.run, "telemetry:") == [
+        "telemetry: telemetry.jsonl was rotated; read the rest of the old one "
+        "(telemetry.jsonl.1); now reading telemetry.jsonl from its start"
+    ]
+
+
+def test_a_writer_still_appending_to_the_renamed_file_is_followed_until_the_new_one_fills(
+    make_run,
+):
+    telemetry = make_run()
+    path = telemetry.run.telemetry_path
+    old = path.with_name("telemetry.jsonl.1")
+    write(path, 1, 100)
+    telemetry.ingest()
+    path.rename(old)
+    path.touch()  # logrotate's `create`: an empty new file, while the writer keeps its old one
+    write(old, 101, 5)
+    telemetry.ingest()
+    write(old, 106, 5)  # the writer has not reopened yet
+    telemetry.ingest()
+    write(path, 111, 60)  # now it has
+
+    telemetry.ingest()
+
+    assert steps(telemetry.run) == list(range(1, 171))
+
+
+def test_a_file_truncated_and_written_past_the_old_offset_is_told_by_its_first_bytes(make_run):
+    telemetry = make_run()
+    path = telemetry.run.telemetry_path
+    write(path, 1, 10)
+    telemetry.ingest()
+    read = path.stat().st_size
+    path.write_text("".join(json.dumps({"step": s, "loss": 0.5}) + "\n" for s in range(100, 140)))
+
+    telemetry.ingest()
+
+    assert steps(telemetry.run) == [*range(1, 11), *range(100, 140)]
+    assert log_lines(telemetry.run, "telemetry:") == [
+        "telemetry: telemetry.jsonl was truncated and written again; now reading telemetry.jsonl "
+        f"from its start (lines the old one had past byte {read}, if any, were not read)"
+    ]
+
+
+def test_an_old_file_that_is_gone_is_said_and_the_new_one_read_from_its_start(make_run):
+    telemetry = make_run()
+    path = telemetry.run.telemetry_path
+    write(path, 1, 100)
+    telemetry.ingest()
+    read = path.stat().st_size
+    path.unlink()
+    write(path, 101, 60)
+
+    telemetry.ingest()
+    telemetry.finish()
+
+    assert steps(telemetry.run) == list(range(1, 161))
+    assert telemetry.run.telemetry_closed
+    # The new file may be given the old one's inode number: then only its size tells.
+    [note] = log_lines(telemetry.run, "telemetry:")
+    assert note.startswith("telemetry: telemetry.jsonl was ")
+    assert note.endswith(
+        "; now reading telemetry.jsonl from its start "
+        f"(lines the old one had past byte {read:,}, if any, were not read)"
+    )
+
+
+def test_an_ingester_killed_before_a_rotation_resumes_in_the_old_file_then_reads_the_new(div, home):
+    run = services.run_create(org=services.org_get_or_create(), command=["train"])
+    total = 150_000
+    write(run.telemetry_path, 1, total)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "divergent", "ingest"],
+        env=div.env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    stored = wait_for(lambda: Run.objects.get(pk=run.pk).points, what="a first batch")
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait()
+    assert stored < total, "the ingester finished before it was killed: nothing was tested"
+    run.telemetry_path.rename(run.telemetry_path.with_name("telemetry.jsonl.1"))
+    write(run.telemetry_path, total + 1, 60)
+    services.run_finish(run=run, exit_code=0)
+
+    resumed = div("ingest", "--once")
+
+    assert resumed.returncode == 0, resumed.stderr
+    run.refresh_from_db()
+    assert (run.points, run.telemetry_closed) == (total + 60, True)
+    assert steps(run) == list(range(1, total + 61))
+
+
+# ---- a path that cannot be read ---------------------------------------------------------------
+
+NOTICE = (
+    "telemetry: could not read the telemetry file; "
+    "make DIVERGENT_TELEMETRY_PATH a regular file in the run's folder"
+)
+
+
+def make_socket(path) -> socket.socket:
+    here = os.getcwd()
+    listener = socket.socket(socket.AF_UNIX)
+    os.chdir(path.parent)  # a socket's path is limited to about 100 bytes
+    try:
+        listener.bind(path.name)
+    finally:
+        os.chdir(here)
+    return listener
+
+
+@pytest.mark.parametrize("kind", ["directory", "FIFO", "socket", "link out"])
+def test_a_path_that_cannot_be_read_is_noted_once_counted_and_closed_when_the_run_ends(
+    make_run, kind, tmp_path, caplog
+):
+    telemetry = make_run()
+    path = telemetry.run.telemetry_path
+    path.unlink()
+    elsewhere = tmp_path / "elsewhere.jsonl"
+    write(elsewhere, 1, 3)
+    listener = None
+    if kind == "directory":
+        path.mkdir()
+        problem = "is a directory"
+    elif kind == "FIFO":
+        os.mkfifo(path)
+        problem = "is a FIFO"
+    elif kind == "socket":
+        listener = make_socket(path)
+        problem = "is a socket"
+    else:
+        path.symlink_to(elsewhere)
+        problem = f"is a link to {elsewhere}, outside the run's folder"
+
+    try:
+        with caplog.at_level(logging.INFO, logger="divergent"):
+            for _ in range(5):
+                telemetry.ingest()
+            telemetry.finish()
+    finally:
+        if listener is not None:
+            listener.close()
+
+    run = telemetry.run
+    assert run.telemetry_closed
+    assert run.points == 0  # nothing from elsewhere
+    assert log_lines(run, "telemetry:") == [
+        f"telemetry: cannot read telemetry.jsonl: it {problem}; DIVERGENT_TELEMETRY_PATH must "
+        "be a regular file in the run's folder"
+    ]
+    assert Drop.objects.get(run=run).reason == "unreadable"
+    assert Drop.objects.get(run=run).count == 1
+    assert caplog.records == [], "the ingester logged: " + caplog.text
+
+
+def test_a_link_inside_the_runs_folder_is_followed(make_run):
+    telemetry = make_run()
+    path = telemetry.run.telemetry_path
+    path.unlink()
+    target = telemetry.run.files_path / "metrics.jsonl"
+    write(target, 1, 3)
+    path.symlink_to(target)
+
+    telemetry.finish()
+
+    assert steps(telemetry.run) == [1, 2, 3]
+
+
+def test_a_path_that_becomes_readable_again_is_read_and_a_new_problem_noted_again(make_run):
+    telemetry = make_run()
+    path = telemetry.run.telemetry_path
+    path.unlink()
+    path.mkdir()
+    telemetry.ingest()
+    path.rmdir()
+    write(path, 1, 3)
+    telemetry.ingest()
+    path.unlink()
+    os.mkfifo(path)
+    telemetry.ingest()
+    telemetry.finish()
+
+    assert steps(telemetry.run) == [1, 2, 3]
+    assert [
+        line.split(": it ")[1].split(";")[0] for line in log_lines(telemetry.run, "telemetry:")
+    ] == [
+        "is a directory",
+        "is a FIFO",
+    ]
+    assert Drop.objects.get(run=telemetry.run).count == 2
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file of mode 000")
+def test_a_file_without_read_permission_is_noted_and_counted(make_run):
+    telemetry = make_run()
+    write(telemetry.run.telemetry_path, 1, 3)
+    telemetry.run.telemetry_path.chmod(0)
+
+    telemetry.finish()
+
+    assert log_lines(telemetry.run, "telemetry:") == [
+        "telemetry: cannot read telemetry.jsonl: it permission denied; ..."
+    ]
+
+
+def test_a_run_that_makes_its_telemetry_path_a_directory_ends_and_div_telemetry_counts_it(
+    div, tmp_path
+):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text(
+        "import os\n"
+        "path = os.environ['DIVERGENT_TELEMETRY_PATH']\n"
+        "os.remove(path)\n"
+        "os.mkdir(path)\n"
+        "print('made a directory of it')\n"
+    )
+
+    launched = div("run", str(project), "--", sys.executable, "train.py", timeout=60)
+
+    assert launched.returncode == 0, launched.stderr
+    assert "Traceback" not in launched.stderr
+    run = Run.objects.get()
+    assert run.telemetry_closed
+    assert div("telemetry", run.name).stderr == NOTICE + "\n"
+    assert launched.stdout.count("telemetry: cannot read telemetry.jsonl: it is a directory") == 1
