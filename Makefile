@@ -27,7 +27,8 @@ test-postgres: $(STAMP)
 	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test} \
 		$(PY) -m pytest tests/test_end_to_end.py tests/test_api.py tests/test_consumers.py \
 			tests/test_scale_out.py tests/test_admin.py \
-			tests/test_socket_access.py tests/test_socket_hostile.py tests/test_socket_flow.py
+			tests/test_socket_access.py tests/test_socket_hostile.py tests/test_socket_flow.py \
+			tests/test_deploy.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
