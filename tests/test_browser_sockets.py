@@ -66,7 +66,7 @@ def test_a_tab_too_far_behind_resumes_from_the_api_with_no_gap_and_no_duplicate(
         behind = [{"step": s, "loss": loss_at(s)} for s in range(1000, 1000 + MAX_BEHIND + 500)]
         spec_run.write(*behind)
 
-        page.wait_for_function("window.closes.includes(4413)", timeout=20_000)
+        page.wait_for_function("() => window.closes.includes(4413)", timeout=20_000)
         expect(page.locator("#live-note")).to_have_text("Live", timeout=20_000)
         tail = [{"step": s, "loss": loss_at(s)} for s in range(9000, 9005)]
         spec_run.write(*tail)
