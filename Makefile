@@ -28,7 +28,7 @@ test-postgres: $(STAMP)
 		$(PY) -m pytest tests/test_end_to_end.py tests/test_api.py tests/test_consumers.py \
 			tests/test_scale_out.py tests/test_admin.py \
 			tests/test_socket_access.py tests/test_socket_hostile.py tests/test_socket_flow.py \
-			tests/test_deploy.py
+			tests/test_socket_workers.py tests/test_deploy.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -124,13 +124,15 @@ class WebSocket:
     def until_close(self, timeout: float = 10) -> tuple[list[dict], int | None]:
         """Every message up to the server's close frame, and the close's code (None when the
         connection ended without one)."""
-        self.sock.settimeout(timeout)
         deadline = time.monotonic() + timeout
         messages = []
         while time.monotonic() < deadline:
+            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
             try:
                 opcode, payload = self.receive()
-            except (ConnectionError, OSError):
+            except TimeoutError:
+                break
+            except OSError:  # reset, or closed without a close frame
                 return messages, None
             if opcode == CLOSE:
                 return messages, struct.unpack("!H", payload[:2])[0] if payload else None
