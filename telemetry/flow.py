@@ -19,8 +19,8 @@ from collections.abc import Iterable, Iterator
 
 import orjson
 
-# A points message holds at most about this much (at least one point, which is under 4 KiB
-# as a line and about as much stored).
+# A points message is at most this long, unless it holds a single point (which is under 4 KiB
+# as a line, and about as much stored).
 PAGE_BYTES = 256 * 1024
 # Sent and not yet acknowledged, a socket stops sending points once it reaches this, so it
 # never has more than this and one message in flight.
@@ -29,27 +29,6 @@ WINDOW_BYTES = 1024 * 1024
 # API: the series there are downsampled, a fraction of the points' bytes. About what the tab
 # re-reads after anyway (static/telemetry/tab.js, TAIL_REFETCH).
 MAX_BEHIND = 5000
-
-
-def pages(
-    points: Iterable[tuple[int, dict]], limit: int = PAGE_BYTES
-) -> Iterator[tuple[bytes, int]]:
-    """(seq, data) pairs as the JSON lists of points messages, each about `limit` bytes at most,
-    with the last seq of each. Encoded as they are asked for: a caller that stops early pays
-    only for the pages it took."""
-    parts: list[bytes] = []
-    size = 0
-    last = 0
-    for seq, data in points:
-        part = orjson.dumps({"seq": seq, "data": data})
-        if parts and size + len(part) + 1 > limit:
-            yield b"[" + b",".join(parts) + b"]", last
-            parts, size = [], 0
-        parts.append(part)
-        size += len(part) + 1
-        last = seq
-    if parts:
-        yield b"[" + b",".join(parts) + b"]", last
 
 
 def points_message(points_json: bytes, ack: str) -> str:
@@ -62,6 +41,33 @@ def points_message(points_json: bytes, ack: str) -> str:
 def new_token() -> str:
     """An ack token: random, so that only a client that read a message can acknowledge it."""
     return secrets.token_urlsafe(6)
+
+
+ENVELOPE = len(points_message(b"", new_token()))  # a message's bytes besides its points
+
+
+Page = tuple[bytes, int]  # a points message's JSON list, and the last seq in it
+
+
+def pages(points: Iterable[tuple[int, dict]], limit: int | None = None) -> Iterator[Page]:
+    """(seq, data) pairs as the JSON lists of points messages, with the last seq of each: each
+    list at most `limit` bytes (by default, what keeps its message within PAGE_BYTES) unless it
+    is one point. Encoded as they are asked for: a caller that stops early pays only for the
+    pages it took."""
+    limit = PAGE_BYTES - ENVELOPE if limit is None else limit
+    parts: list[bytes] = []
+    size = 1  # of the list so far: "[", then each part and the comma or "]" after it
+    last = 0
+    for seq, data in points:
+        part = orjson.dumps({"seq": seq, "data": data})
+        if parts and size + len(part) + 1 > limit:
+            yield b"[" + b",".join(parts) + b"]", last
+            parts, size = [], 1
+        parts.append(part)
+        size += len(part) + 1
+        last = seq
+    if parts:
+        yield b"[" + b",".join(parts) + b"]", last
 
 
 class Window:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from telemetry.flow import Window, new_token, pages, points_message
+from telemetry.flow import PAGE_BYTES, Window, new_token, pages, points_message
 
 
 def wide(seq: int, keys: int = 64) -> tuple[int, dict]:
@@ -31,6 +31,15 @@ def test_a_point_bigger_than_the_limit_is_a_page_of_its_own():
     cut = list(pages([wide(1), wide(2)], limit=10))
 
     assert [last for _, last in cut] == [1, 2]
+
+
+def test_a_message_of_a_page_is_at_most_page_bytes():
+    points = [wide(seq) for seq in range(1, 2001)]
+
+    sizes = [len(points_message(body, new_token())) for body, _ in pages(points)]
+
+    assert len(sizes) > 5 and max(sizes) <= PAGE_BYTES
+    assert min(sizes[:-1]) > PAGE_BYTES - 2000  # full, but for less than a point
 
 
 def test_no_points_no_pages():
