@@ -38,6 +38,7 @@ bench: $(STAMP)  ## the benchmarks: bench/README.md says what each figure is
 	$(PY) bench/ingest.py
 	$(PY) bench/tab.py
 	$(PY) bench/latency.py
+	$(PY) bench/backlog.py
 
 clean:
 	rm -rf $(VENV) var test-artifacts

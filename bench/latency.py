@@ -174,7 +174,7 @@ def measure(server: Any, home: Path, run: str, go: Path, lines: int) -> dict:
             page.goto(url)
             # "Live" is the tab's note once its websocket is open and it has said where it is.
             page.wait_for_function(
-                "document.getElementById('live-note').textContent === 'Live'", timeout=60_000
+                "() => document.getElementById('live-note').textContent === 'Live'", timeout=60_000
             )
             progress(f"{url} is open and live")
             # ~150 ms a line, then time for the last ones to arrive.

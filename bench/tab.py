@@ -533,7 +533,7 @@ def load_tab(context: Any, url: str, panels: int = PANELS, timeout: float = 60.0
     frames = watch_websockets(page)
     page.goto(url, wait_until="commit")
     page.wait_for_function(
-        f"window.__bench && Object.keys(window.__bench.drawn).length >= {panels}",
+        f"() => window.__bench && Object.keys(window.__bench.drawn).length >= {panels}",
         timeout=timeout * 1000,
     )
     page.wait_for_load_state("networkidle", timeout=timeout * 1000)

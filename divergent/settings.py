@@ -259,3 +259,58 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "loggers": {"divergent": {"handlers": ["console"], "level": "INFO"}},
 }
+
+
+# ---- Served to others: HTTPS and the Content-Security-Policy ----------------------------------
+# Kept together, apart from the basics above. DIVERGENT_URL is the address users and `div run`
+# reach the server at; over https:// the browser is told to use nothing else for a year (HSTS,
+# sent only on HTTPS responses), plain HTTP is redirected, and cookies never travel without TLS.
+# includeSubDomains covers only names under the server's own; `preload` is consent to a
+# preload list that only the domain's owner can submit it to.
+if DIVERGENT_URL is not None and DIVERGENT_URL.lower().startswith("https://"):
+    SECURE_SSL_REDIRECT = True
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = 365 * 24 * 60 * 60
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+
+
+def proxy_ssl_header(value: str) -> tuple[str, str] | None:
+    """ "X-Forwarded-Proto: https" -> ("HTTP_X_FORWARDED_PROTO", "https"), as Django wants it."""
+    if not value:
+        return None
+    name, colon, expected = (part.strip() for part in value.partition(":"))
+    if not colon or not name or not expected:
+        raise BadSetting(
+            f"SECURE_PROXY_SSL_HEADER={value!r} is not a header and its value;"
+            " set it like X-Forwarded-Proto: https"
+        )
+    return "HTTP_" + name.upper().replace("-", "_"), expected
+
+
+# Behind a reverse proxy that ends TLS: the header it sets on every request that came over
+# HTTPS (and strips from what clients send), so the redirect does not loop.
+SECURE_PROXY_SSL_HEADER = proxy_ssl_header(os.environ.get("SECURE_PROXY_SSL_HEADER", ""))
+
+# Scripts from the app's own static files only: no inline script, no eval, nothing elsewhere.
+PLOTLY_EMPTY_STYLE = "'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='"  # "": an empty sheet
+PLOTLY_MAP_STYLE = "'sha256-ji27qzEtxXZW+7dun6UwjHXJ18e6WAin1VvNtkzIE/o='"  # .maplibregl-map{…
+MIDDLEWARE.append("csp.middleware.CSPMiddleware")
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        # Plotly.js adds its own rules to an empty <style> it makes (through the CSSOM, which
+        # the policy leaves alone), and the map library it bundles adds one stylesheet as it
+        # loads: those two inline styles and no others. tests/test_browser_csp.py fails if a
+        # new plotly (pinned in requirements.txt) brings others.
+        "style-src": ["'self'", PLOTLY_EMPTY_STYLE, PLOTLY_MAP_STYLE],
+        "img-src": ["'self'", "data:"],  # the empty favicon the pages name
+        "connect-src": ["'self'"],  # the REST API and the websocket
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}

@@ -1,86 +1,206 @@
 """One websocket per open Telemetry tab: the points after the seq the tab has, then live ones.
 
-The tab sends {"after": seq} once connected (and again after each reconnect); the consumer
-answers with the stored points after it, then forwards each batch the ingester commits. It
-only ever sends a seq once, so a reconnect leaves no gap and no duplicate.
+The protocol (docs/api.md has it for clients):
+
+- The tab sends {"after": seq} once connected (and again after each reconnect); the socket
+  answers with the stored points after it, then a status message, then forwards each batch
+  the ingester commits. It only ever sends a seq once, so a reconnect leaves no gap and no
+  duplicate. Another {"after": seq} on the same socket is refused: a socket starts once.
+- Every points message carries an "ack" token, which the tab sends back as {"ack": token} once
+  it has drawn the message. With more than flow.WINDOW_BYTES unacknowledged, the socket sends
+  no more points until an ack comes: they wait in the database, not in the server's memory.
+- A tab more than flow.MAX_BEHIND points short of the run is closed with BEHIND; it reads what
+  it lacks from the REST API and reconnects after that.
+- A status message follows every point sent before it, so "closed": true means the tab has all.
+
+Closing codes: NOT_A_RUN when the path names no run, NOT_YOURS when the user may not see it (or
+no longer may), LOGGED_OUT when the session is over (access.py re-checks each second), BEHIND,
+and BAD_MESSAGES for a socket that keeps sending something else. After closing, the socket
+sends nothing more and is in no group.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+
 from channels.db import database_sync_to_async
+from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from telemetry import queries
+from telemetry import access, queries
+from telemetry.access import LOGGED_OUT, NOT_YOURS, Pass
+from telemetry.flow import Window, new_token, pages, points_message
 from telemetry.live import group_for
-from telemetry.models import Run
+from telemetry.models import Run, run_number
 
-NOT_YOURS = 4403
-BACKLOG_BATCH = 2000
-MAX_SEQ = 2**62
+__all__ = ["LOGGED_OUT", "NOT_YOURS", "RunConsumer"]
+
+NOT_A_RUN = 4404
+BEHIND = 4413  # like HTTP's 413: what the tab lacks is too much for the socket
+BAD_MESSAGES = 4400
+MAX_BAD_MESSAGES = 20
+BACKLOG_BATCH = 2000  # points read from the database at a time
+MAX_SEQ = 2**62  # past any run, and within what the database can compare
+SEND_AFTER = 'send {"after": <the last seq you have>}'
+STARTED_ALREADY = "this socket has started already; open another to start after another seq"
+SEND_ACK = 'send {"ack": "<the ack of a points message you have drawn>"}'
+
+log = logging.getLogger("divergent.sockets")
 
 
 class RunConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self):
-        self.run_id = self.scope["url_route"]["kwargs"]["run_id"]
-        self.sent = None  # the last seq sent; None until the tab says where it is
-        await self.accept()
-        if not await self.visible():
-            await self.close(code=NOT_YOURS)
-            return
-        await self.channel_layer.group_add(group_for(self.run_id), self.channel_name)
+        self.run_id = None  # set once the socket is let in and in its run's group
+        self.cursor = None  # the last seq sent; None until the tab says where it is
+        self.last = 0  # the run's last seq, as far as this socket knows
+        self.window = Window()
+        self.status_due = None  # the status to send once the tab has every point before it
+        self.bad = 0
+        await self.accept()  # then closed with a code the tab can tell apart: not a 403 page
+        name = self.scope["url_route"]["kwargs"].get("name")
+        number = run_number(name) if name else None
+        if not number or Run(pk=number).name != name:
+            # One line, the path escaped: nothing a client puts in it can make it two.
+            log.warning(
+                "websocket %s names no run: closed with %d", ascii(self.scope["path"]), NOT_A_RUN
+            )
+            await self.shut(NOT_A_RUN)
+        granted = await self.grant(number)
+        if granted is None:
+            await self.shut(NOT_YOURS)
+        self.run_id = number
+        await self.channel_layer.group_add(group_for(number), self.channel_name)
+        access.watch().add(self.channel_name, granted, self.channel_layer)
 
     async def disconnect(self, code):
-        await self.channel_layer.group_discard(group_for(self.run_id), self.channel_name)
+        await self.leave()
 
-    async def receive_json(self, content, **kwargs):
-        after = content.get("after") if isinstance(content, dict) else None
+    async def shut(self, code: int):
+        """Close with code and stop: nothing is sent after the close, no group holds the socket,
+        and nothing the client sends after it is read."""
+        await self.leave()
+        await self.close(code=code)
+        raise StopConsumer
+
+    async def leave(self):
+        if self.run_id is not None:
+            access.watch().discard(self.channel_name)
+            await self.channel_layer.group_discard(group_for(self.run_id), self.channel_name)
+            self.run_id = None
+
+    # ---- what the tab sends -------------------------------------------------------------------
+
+    async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        # Anything but the two messages gets a one-line answer, never a traceback.
+        try:
+            content = json.loads(text_data) if text_data else None
+        except (ValueError, RecursionError):
+            content = None
+        if isinstance(content, dict) and "ack" in content:
+            await self.acked(content["ack"])
+        else:
+            await self.resume(content.get("after") if isinstance(content, dict) else None)
+
+    async def resume(self, after):
         if not isinstance(after, int) or isinstance(after, bool) or after < 0:
-            await self.send_json(
-                {"type": "error", "error": 'send {"after": <the last seq you have>}'}
-            )
+            await self.refuse(SEND_AFTER)
             return
-        self.sent = after
-        await self.send_backlog()
-        status = await self.status()
-        await self.send_json({"type": "status", **status})
+        if self.cursor is not None:
+            # Once a socket: saying it again would send the same points again.
+            await self.refuse(STARTED_ALREADY)
+            return
+        self.cursor = self.window.drawn = min(after, MAX_SEQ)
+        state = await self.run_state()
+        if state is None:
+            await self.shut(NOT_YOURS)
+        self.last = max(self.last, state.pop("points"))
+        self.status_due = state
+        if self.window.behind(self.last):
+            await self.shut(BEHIND)
+        await self.pump()
+
+    async def acked(self, token):
+        if not isinstance(token, str) or not self.window.ack(token):
+            await self.refuse(SEND_ACK)
+            return
+        await self.pump()
+
+    async def refuse(self, error: str):
+        self.bad += 1
+        if self.bad > MAX_BAD_MESSAGES:
+            await self.shut(BAD_MESSAGES)
+        await self.send_json({"type": "error", "error": error})
+
+    # ---- what the channel layer brings --------------------------------------------------------
 
     async def run_points(self, event):
-        if self.sent is None:
+        if self.cursor is None:
             return  # the backlog read after the tab says hello will carry these
-        if event["points"] is None or event["points"][0]["seq"] > self.sent + 1:
-            await self.send_backlog()
-            return
-        fresh = [p for p in event["points"] if p["seq"] > self.sent]
-        if fresh:
-            self.sent = fresh[-1]["seq"]
-            await self.send_json({"type": "points", "points": fresh})
+        self.last = max(self.last, event["last"])
+        if self.window.behind(self.last):
+            await self.shut(BEHIND)
+        points = event["points"]
+        if points is not None and points[0]["seq"] <= self.cursor + 1:
+            # Straight on from the message: the live path, no database read.
+            await self.send_points((p["seq"], p["data"]) for p in points if p["seq"] > self.cursor)
+        await self.pump()  # whatever the message did not carry, or the window held back
 
     async def run_status(self, event):
-        await self.send_json(
-            {"type": "status", "status": event["status"], "closed": event["closed"]}
-        )
+        self.status_due = {"status": event["status"], "closed": event["closed"]}
+        if self.cursor is not None:
+            await self.flush_status()
 
-    async def send_backlog(self):
-        while True:
-            points = await self.points_after(self.sent)
-            if not points:
+    async def access_lost(self, event):
+        await self.shut(event["code"])
+
+    # ---- sending ------------------------------------------------------------------------------
+
+    async def pump(self):
+        """The stored points after the cursor, a page at a time, while the window has room."""
+        while self.cursor < self.last and self.window.room():
+            batch = await self.points_after(self.cursor)
+            if not batch:
+                self.last = self.cursor
+                break
+            await self.send_points(batch)
+        await self.flush_status()
+
+    async def send_points(self, points):
+        for body, last in pages(points):
+            if not self.window.room():
                 return
-            self.sent = points[-1]["seq"]
-            await self.send_json({"type": "points", "points": points})
+            ack = new_token()
+            text = points_message(body, ack)
+            await self.send(text_data=text)
+            self.window.sent(ack, len(text), last)
+            self.cursor = last
+            self.last = max(self.last, last)
+
+    async def flush_status(self):
+        if self.status_due is not None and self.cursor >= self.last:
+            status, self.status_due = self.status_due, None
+            await self.send_json({"type": "status", **status})
+
+    # ---- the database -------------------------------------------------------------------------
 
     @database_sync_to_async
-    def visible(self) -> bool:
-        return Run.objects.visible_to(self.scope.get("user")).filter(pk=self.run_id).exists()
+    def grant(self, number: int) -> Pass | None:
+        user = self.scope.get("user")
+        if not Run.objects.visible_to(user).filter(pk=number).exists():
+            return None
+        # A user set by other middleware has no session: only the user and run are re-checked.
+        session = self.scope.get("session")
+        return Pass(session.session_key if session is not None else None, user.pk, number)
 
     @database_sync_to_async
-    def points_after(self, seq: int) -> list[dict]:
-        seq = min(seq, MAX_SEQ)  # past any run, and within what the database can compare
-        return [
-            {"seq": s, "data": d}
-            for s, d in queries.points(self.run_id, after=seq, upto=seq + BACKLOG_BATCH)
-        ]
+    def run_state(self) -> dict | None:
+        run = Run.objects.filter(pk=self.run_id).only("status", "telemetry_closed", "points")
+        run = run.first()
+        if run is None:
+            return None
+        return {"status": run.status, "closed": run.telemetry_closed, "points": run.points}
 
     @database_sync_to_async
-    def status(self) -> dict:
-        run = Run.objects.only("status", "telemetry_closed").get(pk=self.run_id)
-        return {"status": run.status, "closed": run.telemetry_closed}
+    def points_after(self, seq: int) -> list[tuple[int, dict]]:
+        return list(queries.points(self.run_id, after=seq, upto=seq + BACKLOG_BATCH))

@@ -62,19 +62,33 @@ class Secret(models.Model):
 
 
 RUN_NAME = re.compile(r"(?:run-)?([0-9]{1,18})")
+# A run is visible to the members of its org: the one lookup behind visible_to and viewers.
+VIEWER = "org__membership__user"
+
+
+def run_number(name: str) -> int | None:
+    """run-7 or 7 -> 7; None for any other text (ASCII digits only: "run-²" is not 2)."""
+    match = RUN_NAME.fullmatch(name)
+    return int(match[1]) if match else None
 
 
 class RunQuerySet(models.QuerySet):
     def named(self, name: str) -> RunQuerySet:
-        """run-7 or 7; any other text names no run (ASCII digits only: "run-²" is not 2)."""
-        match = RUN_NAME.fullmatch(name)
-        return self.filter(pk=int(match[1])) if match else self.none()
+        """run-7 or 7; any other text names no run."""
+        number = run_number(name)
+        return self.none() if number is None else self.filter(pk=number)
 
     def visible_to(self, user) -> RunQuerySet:
         """The runs of the user's orgs: every page, API call and websocket asks this."""
         if not user or not user.is_authenticated:
             return self.none()
-        return self.filter(org__membership__user=user)
+        return self.filter(**{VIEWER: user})
+
+    def viewers(self, run_ids: set[int], user_ids: set[int]) -> set[tuple[int, int]]:
+        """visible_to for many at once: the (run, user) pairs among these where the user sees
+        the run, in one query."""
+        pairs = self.filter(pk__in=run_ids, **{f"{VIEWER}__in": user_ids})
+        return set(pairs.values_list("pk", VIEWER))
 
 
 class Run(models.Model):

@@ -1,7 +1,9 @@
-from django.urls import path
+from django.urls import path, re_path
 
 from telemetry.consumers import RunConsumer
 
 websocket_urlpatterns = [
-    path("ws/runs/run-<int:run_id>/", RunConsumer.as_asgi()),
+    path("ws/runs/<str:name>/", RunConsumer.as_asgi()),
+    # Every other path too, to be closed with 4404 rather than fail in the router.
+    re_path(r"", RunConsumer.as_asgi()),
 ]

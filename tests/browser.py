@@ -180,7 +180,7 @@ def stop(process: subprocess.Popen) -> bool:
 
 
 def serve(env: dict, output: Path, *, deadline: float = 30, port: int | None = None) -> Server:
-    """`div serve` on a free port (or the one given), once it answers. A port taken between
+    """`div serve` on a free port (or the one given), once it says it serves. A port taken between
     finding it free and the server listening on it gets another."""
     for _ in range(3):
         port = port or free_port()
@@ -195,7 +195,8 @@ def serve(env: dict, output: Path, *, deadline: float = 30, port: int | None = N
             )
         served = Server(port, process, output)
         until = time.monotonic() + deadline
-        while process.poll() is None and not answers(port):
+        # The serving line comes once the port listens, after whatever start-up prints.
+        while process.poll() is None and not ("Serving http" in served.said() and answers(port)):
             if time.monotonic() > until:
                 stop(process)
                 raise AssertionError(f"div serve never answered in {deadline} s:\n{served.said()}")

@@ -255,6 +255,17 @@ def test_div_migrate_sets_up_a_home_that_does_not_exist_yet(tmp_path):
             "div: DIVERGENT_URL='localhost:8000' is not an http:// or https:// address, "
             "like https://div.example.com",
         ),
+        (
+            "SECURE_PROXY_SSL_HEADER",
+            "X-Forwarded-Proto",
+            "div: SECURE_PROXY_SSL_HEADER='X-Forwarded-Proto' is not a header and its value; "
+            "set it like X-Forwarded-Proto: https",
+        ),
+        (
+            "DIVERGENT_DB_TIMEOUT",
+            "soon",
+            "div: DIVERGENT_DB_TIMEOUT='soon' is not a number of seconds; set it like 30",
+        ),
     ],
 )
 def test_a_malformed_variable_stops_start_up_with_one_line_naming_it(

@@ -4,95 +4,32 @@ Through the application daphne serves (divergent.asgi), with a real session cook
 same origin check, session and auth middleware a browser goes through.
 """
 
+# The fixtures are imported by name; pytest hands them to the tests as arguments of the same
+# name: that is not a redefinition.
+# ruff: noqa: F811
+
 from __future__ import annotations
 
 import pytest
-import pytest_asyncio
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
-from channels.testing import WebsocketCommunicator
-from django.conf import settings
-from django.db import connections
-from django.test import Client
 
-from divergent.asgi import application
 from telemetry import live
 from telemetry.consumers import BACKLOG_BATCH, NOT_YOURS
+from tests.sockets import (  # noqa: F401  (fixtures)
+    TIMEOUT,
+    ingest,
+    layer,
+    receive_acked,
+    receive_points,
+    receive_status,
+    steps,
+    tab,
+    telemetry,
+)
 
 pytest_plugins = ["tests.personas"]
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
-
-TIMEOUT = 5  # seconds to wait for a message that should come
-
-
-@pytest_asyncio.fixture(autouse=True)
-async def layer():
-    """The in-memory channel layer, emptied: it outlives each test's event loop."""
-    layer = get_channel_layer()
-    await layer.flush()
-    yield layer
-    await layer.flush()
-    # The consumers' queries ran in asgiref's thread, whose connection would otherwise stay
-    # open (CONN_MAX_AGE) and keep PostgreSQL from dropping the test database.
-    await database_sync_to_async(connections.close_all)()
-
-
-@pytest.fixture
-def telemetry(make_run):
-    return make_run()
-
-
-async def cookie_for(user) -> bytes:
-    client = Client()
-    await database_sync_to_async(client.force_login)(user)
-    name = settings.SESSION_COOKIE_NAME
-    return f"{name}={client.cookies[name].value}".encode()
-
-
-async def tab(run, user=None) -> WebsocketCommunicator:
-    """A connected websocket for the run (or a run name), as the user's browser opens it; no
-    user: logged out."""
-    headers = [(b"origin", b"http://localhost"), (b"host", b"localhost")]
-    if user is not None:
-        headers.append((b"cookie", await cookie_for(user)))
-    name = run if isinstance(run, str) else run.name
-    communicator = WebsocketCommunicator(application, f"/ws/runs/{name}/", headers=headers)
-    connected, _ = await communicator.connect(timeout=TIMEOUT)
-    assert connected
-    return communicator
-
-
-async def ingest(telemetry, *lines) -> None:
-    def write_and_ingest():
-        telemetry.write(*lines)
-        telemetry.ingest()
-
-    await database_sync_to_async(write_and_ingest)()
-
-
-def steps(first: int, last: int) -> list[dict]:
-    return [{"step": i, "loss": 1 / i} for i in range(first, last + 1)]
-
-
-async def receive_points(communicator, upto: int) -> list[int]:
-    """The seqs of every point message up to one carrying seq `upto`, in the order sent."""
-    seqs: list[int] = []
-    while not seqs or seqs[-1] < upto:
-        message = await communicator.receive_json_from(timeout=TIMEOUT)
-        if message["type"] == "points":
-            seqs += [p["seq"] for p in message["points"]]
-    return seqs
-
-
-async def receive_status(communicator) -> list[dict]:
-    """Status messages up to the one that says the telemetry is closed."""
-    seen: list[dict] = []
-    while not seen or not seen[-1]["closed"]:
-        message = await communicator.receive_json_from(timeout=TIMEOUT)
-        assert message["type"] == "status", message
-        seen.append(message)
-    return seen
 
 
 async def test_a_tab_gets_the_backlog_after_its_seq_then_live_points_then_the_end(telemetry, alice):
@@ -101,7 +38,7 @@ async def test_a_tab_gets_the_backlog_after_its_seq_then_live_points_then_the_en
 
     await communicator.send_json_to({"after": 2})
 
-    assert await communicator.receive_json_from(timeout=TIMEOUT) == {
+    assert await receive_acked(communicator) == {
         "type": "points",
         "points": [{"seq": s, "data": {"step": s, "loss": 1 / s}} for s in (3, 4, 5)],
     }
@@ -113,7 +50,7 @@ async def test_a_tab_gets_the_backlog_after_its_seq_then_live_points_then_the_en
 
     await ingest(telemetry, *steps(6, 8))
 
-    assert await communicator.receive_json_from(timeout=TIMEOUT) == {
+    assert await receive_acked(communicator) == {
         "type": "points",
         "points": [{"seq": s, "data": {"step": s, "loss": 1 / s}} for s in (6, 7, 8)],
     }

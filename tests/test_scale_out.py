@@ -74,6 +74,7 @@ async def test_points_ingested_by_another_process_reach_an_open_tab(div, redis_l
     assert ingester.returncode == 0, ingester.stderr
 
     message = await tab.receive_json_from(timeout=10)
+    assert isinstance(message.pop("ack"), str), message  # the token the tab sends back
     assert message == {
         "type": "points",
         "points": [

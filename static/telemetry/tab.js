@@ -242,17 +242,40 @@ const TelemetryTab = (function () {
     };
     socket.onmessage = (event) => {
       const message = JSON.parse(event.data);
-      if (message.type === "points") receive(message.points);
-      else if (message.type === "status") status(message);
+      if (message.type === "points") {
+        receive(message.points);
+        // Drawn: the server holds back what it has not heard we have (docs/api.md).
+        if (event.target.readyState === WebSocket.OPEN) event.target.send(JSON.stringify({ ack: message.ack }));
+      } else if (message.type === "status") status(message);
     };
     socket.onclose = (event) => {
       socket = null;
       if (ended) return;
       if (event.code === 4403) { note("This run is not yours to see."); return; }
+      if (event.code === 4401) { note("You are logged out: log in again to follow this run."); return; }
+      if (event.code === 4413) { note("Catching up…"); resume(); return; }
       note(`Reconnecting in ${Math.round(retry / 1000)} s…`);
       setTimeout(connect, retry);
       retry = Math.min(retry * 2, RETRY_MAX);
     };
+  }
+
+  // Closed as too far behind (4413): read what the socket held back from the REST API, as the
+  // tab does when it opens (downsampled, a fraction of the bytes), then follow on after it.
+  async function resume() {
+    try {
+      await addNewKeyPanels(); // the run read again: its stats, and any panel a new key needs
+      stats.forEach((s, i) => { s.value = detail.stats[i].value; s.el.textContent = fmt.number(s.value); });
+      await Promise.all(panels.map((p) => load(p)));
+      // Every panel has its points up to its last; a point after the lowest comes on the
+      // socket, and a panel passes over the ones it has (extend).
+      sent = Math.min(detail.points, ...panels.map((p) => p.last));
+      connect();
+    } catch (e) {
+      note(`Reconnecting in ${Math.round(retry / 1000)} s…`);
+      setTimeout(resume, retry);
+      retry = Math.min(retry * 2, RETRY_MAX);
+    }
   }
 
   function status(message) {
