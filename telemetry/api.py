@@ -10,7 +10,10 @@ import codecs
 import math
 import re
 
-from django.http import Http404
+import orjson
+from asgiref.sync import sync_to_async
+from django.core.handlers.asgi import ASGIRequest
+from django.http import Http404, StreamingHttpResponse
 from rest_framework.decorators import api_view
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
@@ -18,7 +21,7 @@ from rest_framework.response import Response
 from telemetry import downsample, queries
 from telemetry.layout import KEY_PATTERN, panels_for, stats_for
 from telemetry.lines import notice
-from telemetry.models import Key, Point, Run
+from telemetry.models import Key, Run
 
 WHOLE = re.compile(r"[0-9]{1,18}")
 MAX_BUCKETS = 20_000
@@ -34,7 +37,9 @@ BAD_PARAMS = {
     "too_many_y": "up to 4 keys a request: a panel draws up to 4",
     "smooth": '"smooth" is "{value}", which is not a number from 0 to 0.999',
     "range": '"low" is above "high"',
+    "panel": '"panel" is "{value}", which is not a panel of this run: it has {count}, from 0',
 }
+NDJSON = "application/x-ndjson"
 
 
 def visible_run(request, name: str) -> Run:
@@ -201,26 +206,65 @@ def run_series(request, name: str):
     if not 0 <= weight <= 0.999:
         raise _bad("smooth", value=request.query_params.get("smooth"))
 
+    series = traces(
+        run, ys, x, low=low, high=high, buckets=buckets, raw=raw, weight=weight, upto=run.points
+    )
+    return Response({"x": x, "last": run.points, "series": series})
+
+
+def traces(
+    run: Run,
+    ys: list[str],
+    x: str | None,
+    *,
+    upto: int,
+    low: float | None = None,
+    high: float | None = None,
+    buckets: int = downsample.BUCKETS,
+    raw: bool = False,
+    weight: float = 0.0,
+) -> list[dict]:
+    """Each y key against x up to a seq, as /series/ sends it (docs/api.md).
+
+    A pair some panel draws is read from its overview: its first view costs its buckets, not
+    its points. A range (zooming in) reads those points alone at full resolution, judged by
+    the same gap; smoothing, `raw`, or an x no panel draws read the key's points.
+    """
     keys = {k.name: k for k in Key.objects.filter(run=run, name__in=ys)}
     out = []
     for y in ys:
-        xs, values = queries.series(run.pk, y, x, upto=run.points)
-        gap = downsample.gap_threshold(xs)
-        holes = downsample.gaps(xs, gap)
-        if weight and values:
-            # Smoothed over the whole run, then cut to the range: zooming in never reshapes it.
-            sx, sy = _in_range(xs, downsample.smooth(xs, values, weight), low, high)
-            smoothed_x, smoothed_y = downsample.min_max(sx, sy, buckets)
-        xs, values = _in_range(xs, values, low, high)
-        trace = {"key": y, "total": len(values)}
-        if weight and values:
-            trace["smoothed"] = {"x": smoothed_x, "y": smoothed_y}
-        if not raw:
-            xs, values = downsample.min_max(xs, values, buckets)
-        drawn = len(values)
-        xs, values = downsample.with_breaks(xs, values, holes)
+        summary = queries.overview(run.pk, y, x, upto=upto)
+        # The overview judges gaps once a series is long enough to be drawn from it.
+        judged = summary if summary is not None and summary.serves(downsample.BUCKETS) else None
+        zoomed = low is not None or high is not None
+        trace: dict = {"key": y}
+        if summary is not None and not (zoomed or raw or weight) and summary.serves(buckets):
+            gap = summary.gap()
+            xs, values, drawn = summary.view(buckets, gap=gap)
+            total = summary.points
+        else:
+            if judged is not None and not weight:
+                xs, values = queries.series(run.pk, y, x, upto=upto, low=low, high=high)
+                gap = judged.gap()
+            else:
+                xs, values = queries.series(run.pk, y, x, upto=upto)
+                gap = judged.gap() if judged is not None else downsample.gap_threshold(xs)
+            holes = downsample.gaps(xs, gap)
+            if weight and values:
+                # Smoothed over the whole run, then cut to the range: zooming in never reshapes it.
+                sx, sy = _in_range(xs, downsample.smooth(xs, values, weight), low, high)
+                trace["smoothed"] = dict(
+                    zip(("x", "y"), downsample.min_max(sx, sy, buckets), strict=True)
+                )
+            xs, values = _in_range(xs, values, low, high)
+            total = len(values)
+            if not raw:
+                xs, values = downsample.min_max(xs, values, buckets)
+            drawn = len(values)
+            xs, values = downsample.with_breaks(xs, values, holes)
         key = keys.get(y)
         trace.update(
+            total=total,
             x=xs,
             y=values,
             drawn=drawn,
@@ -229,7 +273,7 @@ def run_series(request, name: str):
             first_passed_x=_x_at(run, key.first_passed_seq, x) if key else None,
         )
         out.append(trace)
-    return Response({"x": x, "last": run.points, "series": out})
+    return out
 
 
 def _in_range(xs: list, ys: list, low: float | None, high: float | None) -> tuple[list, list]:
@@ -244,8 +288,52 @@ def _in_range(xs: list, ys: list, low: float | None, high: float | None) -> tupl
 def _x_at(run: Run, seq: int | None, x: str | None):
     if seq is None or x is None:
         return seq
-    data = Point.objects.filter(run=run, seq=seq).values_list("data", flat=True).first()
-    return (data or {}).get(x)
+    return queries.value_at(run.pk, x, seq)
+
+
+@api_view(["GET"])
+def run_panels(request, name: str):
+    """Every panel's first view in one request, each as a line of JSON the moment it is ready,
+    so the tab draws each panel as its part arrives (docs/api.md).
+
+    ?panel=0&panel=3  the panels to send, by their place in the run's panels (all, left out)
+    ?buckets=2000     as /series/
+    """
+    run = visible_run(request, name)
+    buckets = _whole(request, "buckets", downsample.BUCKETS, 10, MAX_BUCKETS)
+    panels = panels_for(run.layout.parsed, [k.name for k in queries.keys_of(run)])
+    chosen = [_panel(value, len(panels)) for value in request.query_params.getlist("panel")]
+    upto = run.points
+
+    def part(number: int) -> bytes:
+        panel = panels[number]
+        series = traces(run, panel["y"], panel["x"], upto=upto, buckets=buckets)
+        body = {"panel": number, "x": panel["x"], "last": upto, "series": series}
+        return orjson.dumps(body) + b"\n"
+
+    numbers = chosen or list(range(len(panels)))
+    response = StreamingHttpResponse(_each(request, part, numbers), content_type=NDJSON)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def _panel(value: str, count: int) -> int:
+    if not WHOLE.fullmatch(value) or int(value) >= count:
+        raise _bad("panel", value=value, count=count)
+    return int(value)
+
+
+def _each(request, part, numbers: list[int]):
+    """The parts one after another: under daphne an async iterator, so each is sent as soon as
+    it is made (Django would read a plain iterator to its end first); else a plain one."""
+    if isinstance(request._request, ASGIRequest):
+
+        async def parts():
+            for number in numbers:
+                yield await sync_to_async(part)(number)
+
+        return parts()
+    return (part(number) for number in numbers)
 
 
 def _whole_text(data: bytes, *, full: bool) -> int:

@@ -5,20 +5,20 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import orjson
 from django.contrib.auth import get_user_model
 from django.contrib.auth.tokens import default_token_generator
-from django.db import connection, transaction
+from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
-from telemetry import live
+from telemetry import live, storage
 from telemetry.layout import LayoutError, default_layout, parse_layout
 from telemetry.lines import notice
 from telemetry.masking import Masker
-from telemetry.models import Drop, Key, Layout, Membership, Org, Point, Run, Secret
+from telemetry.models import Drop, Key, Layout, Membership, Org, Run, Secret
+from telemetry.sealing import Sealing
 from telemetry.tally import KeyStats, Tally
 
 DEFAULT_ORG = "default"
@@ -138,7 +138,21 @@ def tally_load(*, run: Run) -> Tally:
         for k in Key.objects.filter(run=run).order_by("order")
     }
     drops = dict(Drop.objects.filter(run=run).values_list("reason", "count"))
-    return Tally(keys=keys, points=run.points, drops=drops)
+    return Tally(keys=keys, points=run.points, drops=drops, sealing=_sealing_load(run, keys))
+
+
+def _sealing_load(run: Run, keys: dict[str, KeyStats]) -> Sealing:
+    names: dict[int, str | None] = {stats.order: name for name, stats in keys.items()}
+    names[storage.SEQ] = None
+    return Sealing(
+        layout=Layout.objects.values_list("parsed", flat=True).get(run=run),
+        sealed=run.sealed,
+        unsealed=storage.tail(run.pk, after=run.sealed),
+        overviews={
+            (names[y_no], names[x_no]): summary
+            for (y_no, x_no), (summary, _) in storage.overviews(run.pk).items()
+        },
+    )
 
 
 def log_append(run: Run, text: str) -> None:
@@ -155,13 +169,17 @@ def ingest_batch(*, run: Run, tally: Tally, offset: int, in_long_line: bool, clo
     stored once, none twice.
     """
     points = tally.new_points
+    if tally.sealing is None:
+        tally.sealing = _sealing_load(run, tally.keys)
+    sealing = tally.sealing
+    windows = sealing.take(points, close=close)
     with transaction.atomic():
-        if points:
-            with connection.cursor() as cursor:
-                cursor.executemany(
-                    f"INSERT INTO {Point._meta.db_table} (run_id, seq, data) VALUES (%s, %s, %s)",
-                    [(run.pk, seq, orjson.dumps(numbers).decode()) for seq, numbers in points],
-                )
+        # A point whose window is complete now is sealed at once, never stored whole.
+        fresh = points[max(0, sealing.sealed + 1 - points[0][0]) :] if points else []
+        storage.tail_append(run.pk, fresh)
+        if windows:
+            key_nos = {name: stats.order for name, stats in tally.keys.items()}
+            storage.seal(run.pk, sealing=sealing, windows=windows, key_nos=key_nos)
         if tally.changed:
             Key.objects.bulk_create(
                 [_key_row(run, tally.keys[name]) for name in tally.changed],
@@ -177,8 +195,13 @@ def ingest_batch(*, run: Run, tally: Tally, offset: int, in_long_line: bool, clo
                 update_fields=["count"],
             )
         Run.objects.filter(pk=run.pk).update(
-            offset=offset, points=tally.points, in_long_line=in_long_line, telemetry_closed=close
+            offset=offset,
+            points=tally.points,
+            sealed=sealing.sealed,
+            in_long_line=in_long_line,
+            telemetry_closed=close,
         )
+    run.sealed = sealing.sealed
     run.offset, run.points, run.in_long_line, run.telemetry_closed = (
         offset,
         tally.points,

@@ -2,7 +2,8 @@
 
 Pure: no Django, no I/O. The ingester loads a Tally from the database, feeds it lines in the
 order they were written, and stores what changed in the same transaction as the points, so the
-run's limits (256 keys, 200,000 points) and key stats are decided in one place.
+run's limits (256 keys, 200,000 points) and key stats are decided in one place. It carries the
+run's Sealing too: what is held between batches to store the points by key.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from telemetry.lines import MAX_KEYS, MAX_POINTS, Line, Number, Reason
+from telemetry.sealing import Sealing
 
 
 @dataclass
@@ -41,6 +43,7 @@ class Tally:
     new_points: list[tuple[int, dict[str, Number]]] = field(default_factory=list)
     changed: set[str] = field(default_factory=set)
     first_drops: list[str] = field(default_factory=list)
+    sealing: Sealing | None = None
 
     def add(self, line: Line | Reason) -> None:
         if isinstance(line, Reason):

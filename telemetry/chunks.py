@@ -1,0 +1,229 @@
+"""A key's values, sealed in chunks: one chunk per key per window of WINDOW points. Pure: no
+Django, no I/O.
+
+A window is a run's seqs `w * WINDOW + 1` to `(w + 1) * WINDOW`. Once the ingester has all of a
+window's points it cuts them into one Column per key (its seqs and its values), and each column
+is packed into a compact chunk: the values as 8-byte numbers, and the seqs as a first seq and a
+stride when they are evenly spaced (a key on every point, or on every 10th), else as 2-byte
+offsets into the window. Reading a key is then reading its chunks, an index range, whatever else
+the run writes; docs/storage.md says why this layout and not another.
+
+Numbers come back as they were written: an integer as an integer, a float as the same float.
+
+>>> column = Column(range(1, 4), [100, 0.5, 2])
+>>> unpack(0, pack(0, column)) == column
+True
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+import sys
+from array import array
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable
+from dataclasses import dataclass
+from itertools import compress
+
+from telemetry.lines import Number
+
+WINDOW = 1024  # points a window holds. Stored chunks are cut at it: never change it.
+
+FLOATS, INTS, MIXED = 0, 1, 2  # how a chunk's values are packed
+_SWAP = sys.byteorder == "big"  # chunks are little-endian on every machine
+_INT, _FLOAT = struct.Struct("<q"), struct.Struct("<d")
+
+Seqs = range | list[int]
+
+
+def window_of(seq: int) -> int:
+    return (seq - 1) // WINDOW
+
+
+def window_start(window: int) -> int:
+    """The window's first seq."""
+    return window * WINDOW + 1
+
+
+@dataclass
+class Column:
+    """One key's values in seq order, with the seq of each: a range when evenly spaced."""
+
+    seqs: Seqs
+    values: list[Number]
+
+
+@dataclass(frozen=True)
+class Packed:
+    """A column as a chunk row stores it."""
+
+    count: int
+    first: int  # the first seq
+    stride: int  # between seqs when evenly spaced; 0 when `seqs` lists them
+    seqs: bytes | None  # offsets into the window, 2 bytes each
+    kind: int  # FLOATS, INTS or MIXED
+    values: bytes
+    low: float  # the lowest and highest value, rounded outwards: what a range of x looks up
+    high: float
+
+
+def cut(points: Iterable[tuple[int, dict[str, Number]]]) -> dict[str, Column]:
+    """Points in seq order -> each key's column, keys in the order these points first carry them.
+
+    >>> cut([(1, {"step": 10, "loss": 0.5}), (2, {"step": 20})])["step"]
+    Column(seqs=range(1, 3), values=[10, 20])
+    """
+    found: dict[str, tuple[list[int], list[Number]]] = {}
+    for seq, numbers in points:
+        for key, value in numbers.items():
+            pair = found.get(key)
+            if pair is None:
+                found[key] = ([seq], [value])
+            else:
+                pair[0].append(seq)
+                pair[1].append(value)
+    return {key: Column(evenly(seqs), values) for key, (seqs, values) in found.items()}
+
+
+def evenly(seqs: list[int]) -> Seqs:
+    """The seqs as a range when they are evenly spaced, else as they are."""
+    first = seqs[0]
+    if len(seqs) == 1:
+        return range(first, first + 1)
+    spaced = range(first, seqs[-1] + 1, seqs[1] - first)
+    return spaced if len(spaced) == len(seqs) and list(spaced) == seqs else seqs
+
+
+def pack(window: int, column: Column) -> Packed:
+    seqs, values = column.seqs, column.values
+    stride, offsets = 0, None
+    if isinstance(seqs, range):
+        stride = seqs.step
+    else:
+        start = window_start(window)
+        offsets = _bytes(array("H", [seq - start for seq in seqs]))
+    types = set(map(type, values))
+    if types == {float}:
+        kind, packed = FLOATS, _bytes(array("d", values))
+    elif types == {int}:
+        kind, packed = INTS, _bytes(array("q", values))
+    else:
+        # A key written as 0 once and as floats after: each value keeps its own type.
+        is_int = bytes(type(value) is int for value in values)
+        words = b"".join(
+            _INT.pack(v) if t else _FLOAT.pack(v) for v, t in zip(values, is_int, strict=True)
+        )
+        kind, packed = MIXED, words + is_int
+    return Packed(
+        count=len(values),
+        first=seqs[0],
+        stride=stride,
+        seqs=offsets,
+        kind=kind,
+        values=packed,
+        low=_outward(min(values), -math.inf),
+        high=_outward(max(values), math.inf),
+    )
+
+
+def unpack(window: int, packed: Packed) -> Column:
+    count, first = packed.count, packed.first
+    if packed.seqs is None:
+        seqs: Seqs = range(first, first + packed.stride * count, packed.stride)
+    else:
+        start = window_start(window)
+        seqs = [start + offset for offset in _array("H", packed.seqs)]
+    blob = packed.values
+    if packed.kind == FLOATS:
+        values = _array("d", blob).tolist()
+    elif packed.kind == INTS:
+        values = _array("q", blob).tolist()
+    else:
+        words, is_int = blob[: 8 * count], blob[8 * count :]
+        ints, floats = _array("q", words), _array("d", words)
+        values = [a if t else b for a, b, t in zip(ints, floats, is_int, strict=True)]
+    return Column(seqs, values)
+
+
+def spread(column: Column | None, window: int) -> list:
+    """The column laid over its window: WINDOW cells, None where the key has no value."""
+    cells: list = [None] * WINDOW
+    if column is None:
+        return cells
+    start = window_start(window)
+    seqs = column.seqs
+    if isinstance(seqs, range):
+        first = seqs.start - start
+        cells[first : first + seqs.step * len(seqs) : seqs.step] = column.values
+    else:
+        for seq, value in zip(seqs, column.values, strict=True):
+            cells[seq - start] = value
+    return cells
+
+
+def against(x: Column | None, y: Column, window: int) -> tuple[list, list]:
+    """y's values and x's value at each of them, leaving off where x has none; x None draws
+    against the seq. Evenly spaced keys pair up by slicing, without a Python step per value."""
+    if x is None:
+        return list(y.seqs), y.values
+    if x.seqs == y.seqs:  # a key on every point against step on every point, say
+        return x.values, y.values
+    cells = spread(x, window)
+    start = window_start(window)
+    seqs = y.seqs
+    if isinstance(seqs, range):
+        first = seqs.start - start
+        xs = cells[first : first + seqs.step * len(seqs) : seqs.step]
+    else:
+        xs = [cells[seq - start] for seq in seqs]
+    ys = y.values
+    if None in xs:
+        there = [value is not None for value in xs]
+        return list(compress(xs, there)), list(compress(ys, there))
+    return xs, ys
+
+
+def _outward(value: Number, direction: float) -> float:
+    """A float no further in than the value, so a range lookup never misses it."""
+    as_float = float(value)
+    if type(value) is int and as_float != value and (as_float < value) != (direction < 0):
+        return math.nextafter(as_float, direction)
+    return as_float
+
+
+def _bytes(numbers: array) -> bytes:
+    if _SWAP:
+        numbers.byteswap()
+    return numbers.tobytes()
+
+
+def _array(code: str, blob: bytes) -> array:
+    numbers = array(code, blob)
+    if _SWAP:
+        numbers.byteswap()
+    return numbers
+
+
+def within(column: Column, low: int, high: int) -> Column:
+    """The column's seqs from low to high, and their values."""
+    seqs = column.seqs
+    start = bisect_left(seqs, low)
+    end = bisect_right(seqs, high)
+    if start == 0 and end == len(seqs):
+        return column
+    return Column(seqs[start:end], column.values[start:end])
+
+
+def points_of(
+    columns: dict[int, Column], names: dict[int, str], low: int, high: int
+) -> list[tuple[int, dict[str, Number]]]:
+    """Whole points from low to high, out of their keys' columns (by key number, the order the
+    run first wrote them). Every seq of a sealed window is a point with one number at least."""
+    rows: list[dict] = [{} for _ in range(high - low + 1)]
+    for key_no in sorted(columns):
+        column = within(columns[key_no], low, high)
+        name = names[key_no]
+        for seq, value in zip(column.seqs, column.values, strict=True):
+            rows[seq - low][name] = value
+    return list(enumerate(rows, low))
