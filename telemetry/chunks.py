@@ -69,21 +69,36 @@ class Packed:
 
 
 def cut(points: Iterable[tuple[int, dict[str, Number]]]) -> dict[str, Column]:
-    """Points in seq order -> each key's column, keys in the order these points first carry them.
+    """Points of consecutive seqs -> each key's column, keys in the order the points first
+    carry them.
 
     >>> cut([(1, {"step": 10, "loss": 0.5}), (2, {"step": 20})])["step"]
     Column(seqs=range(1, 3), values=[10, 20])
     """
-    found: dict[str, tuple[list[int], list[Number]]] = {}
+    points = list(points)
+    if not points:
+        return {}
+    start = points[0][0]
+    size = points[-1][0] - start + 1
+    # Each key's values laid over the seqs first, then gathered: a list store a number is the
+    # least work a Python loop over every number can do.
+    cells: dict[str, list] = {}
     for seq, numbers in points:
+        at = seq - start
         for key, value in numbers.items():
-            pair = found.get(key)
-            if pair is None:
-                found[key] = ([seq], [value])
-            else:
-                pair[0].append(seq)
-                pair[1].append(value)
-    return {key: Column(evenly(seqs), values) for key, (seqs, values) in found.items()}
+            column = cells.get(key)
+            if column is None:
+                column = cells[key] = [None] * size
+            column[at] = value
+    found = {}
+    for key, column in cells.items():
+        if None not in column:
+            found[key] = Column(range(start, start + size), column)
+        else:
+            there = [value is not None for value in column]
+            seqs = list(compress(range(start, start + size), there))
+            found[key] = Column(evenly(seqs), list(compress(column, there)))
+    return found
 
 
 def evenly(seqs: list[int]) -> Seqs:

@@ -55,7 +55,7 @@ class Level:
     most: int  # buckets a level holds at most
     buckets: list[list] = field(default_factory=list)
     points: int = 0
-    changed_from: int = 0  # the first fine bucket changed since the level was stored
+    changed_from: int = field(default=0, compare=False)  # the first bucket changed since stored
 
     def fold(self, xs: Sequence, ys: Sequence, steps: Sequence) -> None:
         """Take in points that come after the level's own: x, y and the step in x into each."""

@@ -25,14 +25,6 @@ class KeyStats:
     passed_over: int = 0  # values that were NaN or Infinity
     first_passed_seq: int | None = None  # where the run first wrote one: where it diverged
 
-    def take(self, value: Number) -> None:
-        self.count += 1
-        self.last = value
-        if self.min is None or value < self.min:
-            self.min = value
-        if self.max is None or value > self.max:
-            self.max = value
-
 
 @dataclass
 class Tally:
@@ -55,12 +47,27 @@ class Tally:
             self.drop(Reason.TOO_MANY_POINTS)
             return
 
-        numbers = {}
-        for name, value in line.numbers.items():
-            stats = self.key(name)
-            if stats is not None:
-                stats.take(value)
-                numbers[name] = value
+        # Runs for every number of every line: no call a number.
+        numbers = line.numbers
+        keys, changed = self.keys, self.changed
+        left_out = False
+        for name, value in numbers.items():
+            stats = keys.get(name)
+            if stats is None:
+                stats = self.key(name)
+                if stats is None:
+                    left_out = True
+                    continue
+            else:
+                changed.add(name)
+            stats.count += 1
+            stats.last = value
+            if stats.min is None or value < stats.min:
+                stats.min = value
+            if stats.max is None or value > stats.max:
+                stats.max = value
+        if left_out:
+            numbers = {name: value for name, value in numbers.items() if name in keys}
         if numbers:
             self.points += 1
             self.new_points.append((self.points, numbers))
