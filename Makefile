@@ -26,7 +26,8 @@ test: $(STAMP)  ## every test, on SQLite, then the database tests again on Postg
 test-postgres: $(STAMP)
 	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test} \
 		$(PY) -m pytest tests/test_end_to_end.py tests/test_api.py tests/test_consumers.py \
-			tests/test_scale_out.py tests/test_admin.py
+			tests/test_scale_out.py tests/test_admin.py tests/test_storage.py \
+			tests/test_storage_migration.py tests/test_panels_api.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -8,6 +8,8 @@ import math
 import urllib.parse
 
 import pytest
+from asgiref.sync import sync_to_async
+from django.db import connections
 from django.test import AsyncClient, Client
 
 from telemetry import api, services
@@ -141,9 +143,12 @@ async def test_under_asgi_each_panel_is_its_own_part_of_the_stream(alice, tab_ru
     await client.aforce_login(alice)
 
     response = await client.get(f"/api/runs/{tab_run.name}/panels/")
+    sent = [part async for part in response.streaming_content]
+    # The parts were read in asgiref's thread: its connection would keep PostgreSQL from
+    # dropping the test database.
+    await sync_to_async(connections.close_all)()
 
     assert response.status_code == 200
-    sent = [part async for part in response.streaming_content]
     assert len(sent) == 3 and all(part.count(b"\n") == 1 for part in sent)
     assert [json.loads(part)["panel"] for part in sent] == [0, 1, 2]
 

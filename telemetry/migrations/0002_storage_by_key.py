@@ -89,6 +89,9 @@ def put_points_back(apps, schema_editor):
     for model in tables:
         cursor.execute(f"DELETE FROM {model._meta.db_table}")
     Run.objects.update(sealed=0)
+    if schema_editor.connection.vendor == "postgresql":
+        # The tables are altered next, in the same transaction: no deferred check may wait.
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
 
 
 class Migration(migrations.Migration):
