@@ -35,6 +35,7 @@ _SWAP = sys.byteorder == "big"  # chunks are little-endian on every machine
 _INT, _FLOAT = struct.Struct("<q"), struct.Struct("<d")
 
 Seqs = range | list[int]
+Values = list | array  # an array as read from a chunk: tolist() makes the numbers
 
 
 def window_of(seq: int) -> int:
@@ -51,7 +52,7 @@ class Column:
     """One key's values in seq order, with the seq of each: a range when evenly spaced."""
 
     seqs: Seqs
-    values: list[Number]
+    values: Values
 
 
 @dataclass(frozen=True)
@@ -150,10 +151,12 @@ def unpack(window: int, packed: Packed) -> Column:
         start = window_start(window)
         seqs = [start + offset for offset in _array("H", packed.seqs)]
     blob = packed.values
+    # Left as arrays: a reader that wants a few of the values takes them without the rest.
+    values: Values
     if packed.kind == FLOATS:
-        values = _array("d", blob).tolist()
+        values = _array("d", blob)
     elif packed.kind == INTS:
-        values = _array("q", blob).tolist()
+        values = _array("q", blob)
     else:
         words, is_int = blob[: 8 * count], blob[8 * count :]
         ints, floats = _array("q", words), _array("d", words)
@@ -179,11 +182,20 @@ def spread(column: Column | None, window: int) -> list:
 
 def against(x: Column | None, y: Column, window: int) -> tuple[list, list]:
     """y's values and x's value at each of them, leaving off where x has none; x None draws
-    against the seq. Evenly spaced keys pair up by slicing, without a Python step per value."""
+    against the seq. Evenly spaced keys pair up by slicing, without a Python step per value,
+    and x's values where y has none are never made into numbers."""
     if x is None:
-        return list(y.seqs), y.values
+        return list(y.seqs), _listed(y.values)
     if x.seqs == y.seqs:  # a key on every point against step on every point, say
-        return x.values, y.values
+        return _listed(x.values), _listed(y.values)
+    if isinstance(x.seqs, range) and isinstance(y.seqs, range):
+        xr, yr = x.seqs, y.seqs
+        skip, into = divmod(yr.start - xr.start, xr.step)
+        every, off_beat = divmod(yr.step, xr.step)
+        if not into and not off_beat and skip >= 0 and yr[-1] <= xr[-1]:
+            # An eval on every 10th point against step on every point: x sliced at y's seqs.
+            end = skip + every * (len(yr) - 1) + 1
+            return _listed(x.values[skip:end:every]), _listed(y.values)
     cells = spread(x, window)
     start = window_start(window)
     seqs = y.seqs
@@ -192,11 +204,15 @@ def against(x: Column | None, y: Column, window: int) -> tuple[list, list]:
         xs = cells[first : first + seqs.step * len(seqs) : seqs.step]
     else:
         xs = [cells[seq - start] for seq in seqs]
-    ys = y.values
+    ys = _listed(y.values)
     if None in xs:
         there = [value is not None for value in xs]
         return list(compress(xs, there)), list(compress(ys, there))
     return xs, ys
+
+
+def _listed(values: Values) -> list:
+    return values.tolist() if isinstance(values, array) else values
 
 
 def _outward(value: Number, direction: float) -> float:

@@ -19,7 +19,7 @@ to COARSE_MOST: a sparkline), its first and last point, and whether its numbers 
 >>> o = Overview.empty()
 >>> o.add([1, 2, 3, 4, 5, 6], [5, 1, 9, 2, 2, 8])
 >>> o.fine.size, o.fine.points, o.view(2, o.fine)
-(16, 6, ([1, 2, 3, 6], [5, 1, 9, 8], 4))
+(8, 6, ([1, 2, 3, 6], [5, 1, 9, 8], 4))
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ COUNT, LO_I, LO_X, LO_Y, HI_I, HI_X, HI_Y, SEG_A, SEG_B, SEG_C, STEP_SUM, STEP_N
 FIELDS = 12
 
 FINE_MOST = 4096  # buckets: a panel's first view reads ~2,000 to 4,000
-FINE_SMALLEST = 16  # points a fine bucket holds at least: a small key is read as its points
+FINE_SMALLEST = 8  # points a fine bucket holds at least: a short key is read as its points
 COARSE_MOST = 128  # buckets: a sparkline's ~64
 PART = 256  # fine buckets a stored part holds: a new window rewrites only the last part
 

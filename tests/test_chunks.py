@@ -134,3 +134,23 @@ def test_a_column_is_cut_to_a_range_of_seqs():
     assert within(column, 7, 31) == Column(range(10, 35, 5), [1, 2, 3, 4, 5])
     assert within(column, 0, 100) is column
     assert within(Column([3, 9, 11], [1, 2, 3]), 4, 11) == Column([9, 11], [2, 3])
+
+
+@given(
+    st.integers(0, 5),
+    st.integers(1, 4),
+    st.integers(0, 30),
+    st.integers(1, 40),
+    st.integers(0, 30),
+    st.integers(1, 12),
+)
+def test_evenly_spaced_keys_pair_up_as_their_points_do(window, x_step, x_from, y_every, y_from, n):
+    start = chunks.window_start(window)
+    xs = range(start + x_from, start + WINDOW, x_step)
+    ys = range(start + y_from, min(start + WINDOW, start + y_from + y_every * n), y_every)
+    x = unpack(window, pack(window, Column(xs, [seq * 10 for seq in xs])))
+    y = unpack(window, pack(window, Column(ys, [seq / 2 for seq in ys])))
+
+    pairs = against(x, y, window)
+
+    assert pairs == ([seq * 10 for seq in ys if seq in xs], [seq / 2 for seq in ys if seq in xs])
