@@ -48,6 +48,8 @@ PART = 256  # fine buckets a stored part holds: a new window rewrites only the l
 
 _SWAP = sys.byteorder == "big"
 
+Xs = tuple[list, bool]  # steps into a run of x values, and whether they are all integers
+
 
 @dataclass
 class Level:
@@ -106,7 +108,22 @@ def bucket(xs: Sequence, ys: Sequence, steps: Sequence, start: int, end: int) ->
     hi_i = values.index(hi_y)
     first, second = (lo_i, hi_i) if lo_i <= hi_i else (hi_i, lo_i)
     gaps = steps[start:end]
-    forward = list(filter((0.0).__lt__, gaps))
+    least, most = min(gaps), max(gaps)
+    if least == most:  # evenly spaced, as a step on every point is: each stretch's widest is it
+        widest = most if most > 0 else 0
+        segs = (widest, widest if second > first else 0, widest if second < end - start - 1 else 0)
+        step_sum, step_n = (most * (end - start), end - start) if most > 0 else (0, 0)
+    else:
+        segs = (
+            _widest(gaps[: first + 1]),
+            _widest(gaps[first + 1 : second + 1]),
+            _widest(gaps[second + 1 :]),
+        )
+        if least >= 0:  # x never went back here: every step but a 0 is forward
+            step_sum, step_n = sum(gaps), len(gaps) - gaps.count(0)
+        else:
+            forward = list(filter((0.0).__lt__, gaps))
+            step_sum, step_n = sum(forward), len(forward)
     return [
         end - start,
         lo_i,
@@ -115,11 +132,9 @@ def bucket(xs: Sequence, ys: Sequence, steps: Sequence, start: int, end: int) ->
         hi_i,
         xs[start + hi_i],
         hi_y,
-        _widest(gaps[: first + 1]),
-        _widest(gaps[first + 1 : second + 1]),
-        _widest(gaps[second + 1 :]),
-        sum(forward),
-        len(forward),
+        *segs,
+        step_sum,
+        step_n,
     ]
 
 
@@ -198,21 +213,28 @@ class Overview:
     def points(self) -> int:
         return self.fine.points
 
-    def add(self, xs: Sequence, ys: Sequence, *, fine: bool = True) -> None:
+    def add(
+        self, xs: Sequence, ys: Sequence, *, fine: bool = True, known: Xs | None = None
+    ) -> None:
         """Take in the pair's next points, in seq order (into the coarse level alone when it
-        was read alone, for a sparkline)."""
+        was read alone, for a sparkline). `known`: what steps() said of these same xs for
+        another pair."""
         if not ys:
             return
-        before = xs[0] if self.last is None else self.last[0]
-        steps = [xs[0] - before, *map(sub, xs[1:], xs[:-1])]
+        steps, x_ints = known or self.steps(xs)
         if fine:
             self.fine.fold(xs, ys, steps)
         self.coarse.fold(xs, ys, steps)
         if self.first is None:
             self.first = (xs[0], ys[0])
         self.last = (xs[-1], ys[-1])
-        self.x_ints = self.x_ints and set(map(type, xs)) == {int}
+        self.x_ints = self.x_ints and x_ints
         self.y_ints = self.y_ints and set(map(type, ys)) == {int}
+
+    def steps(self, xs: Sequence) -> Xs:
+        """The step in x into each of these points, and whether they are all integers."""
+        before = xs[0] if self.last is None else self.last[0]
+        return [xs[0] - before, *map(sub, xs[1:], xs[:-1])], set(map(type, xs)) == {int}
 
     def settle(self) -> tuple[bytes, list[tuple[int, bytes]], int, bytes]:
         """What to store once new points are in: the head (with the spacing gaps are now judged

@@ -59,10 +59,12 @@ class Sealing:
         for pair in gone:
             del self.overviews[pair]
         changed = []
+        shared: dict = {}  # the same xs for keys written on the same points: made once
         for pair in wanted:
             y, x = pair
             xs: list = []
             ys: list = []
+            shape = [x]
             for window, columns in windows:
                 column = columns.get(y)
                 if column is None or (x is not None and x not in columns):
@@ -70,12 +72,18 @@ class Sealing:
                 a, b = chunks.against(columns[x] if x is not None else None, column, window)
                 xs += a
                 ys += b
+                shape.append(column.seqs if isinstance(column.seqs, range) else id(column.seqs))
             summary = self.overviews.get(pair)
             if summary is None:
                 # New: no earlier window carries both keys, or the panels would have drawn it.
                 summary = self.overviews[pair] = Overview.empty()
             elif not ys:
                 continue
-            summary.add(xs, ys)
+            if ys:
+                key = (tuple(shape), summary.last[0] if summary.last else None)
+                known = shared.get(key)
+                if known is None:
+                    known = shared[key] = summary.steps(xs)
+                summary.add(xs, ys, known=known)
             changed.append(pair)
         return changed, gone

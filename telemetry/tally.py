@@ -58,8 +58,6 @@ class Tally:
                 if stats is None:
                     left_out = True
                     continue
-            else:
-                changed.add(name)
             stats.count += 1
             stats.last = value
             if stats.min is None or value < stats.min:
@@ -68,6 +66,7 @@ class Tally:
                 stats.max = value
         if left_out:
             numbers = {name: value for name, value in numbers.items() if name in keys}
+        changed.update(numbers)
         if numbers:
             self.points += 1
             self.new_points.append((self.points, numbers))
