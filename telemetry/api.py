@@ -232,13 +232,13 @@ def traces(
     """
     keys = {k.name: k for k in Key.objects.filter(run=run, name__in=ys)}
     out = []
+    first_view = low is None and high is None and not raw and not weight
     for y in ys:
-        summary = queries.overview(run.pk, y, x, upto=upto)
+        summary = queries.overview(run.pk, y, x, upto=upto, buckets=first_view)
         # The overview judges gaps once a series is long enough to be drawn from it.
         judged = summary if summary is not None and summary.serves(downsample.BUCKETS) else None
-        zoomed = low is not None or high is not None
         trace: dict = {"key": y}
-        if summary is not None and not (zoomed or raw or weight) and summary.serves(buckets):
+        if summary is not None and first_view and summary.serves(buckets):
             gap = summary.gap()
             xs, values, drawn = summary.view(buckets, gap=gap)
             total = summary.points

@@ -254,7 +254,7 @@ class Overview:
     def serves(self, buckets: int) -> bool:
         """Whether the fine level can draw `buckets` buckets: it holds at least as many, and
         there are more points than the chart would send whole."""
-        return self.points > 2 * buckets and len(self.fine.buckets) >= buckets
+        return self.points > 2 * buckets and -(-self.points // self.fine.size) >= buckets
 
     def view(
         self, buckets: int, level: Level | None = None, gap: float | None = None

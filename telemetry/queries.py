@@ -170,21 +170,30 @@ def series(
     return xs, ys
 
 
-def overview(run_id: int, y: str, x: str | None, *, upto: int) -> Overview | None:
+def overview(
+    run_id: int, y: str, x: str | None, *, upto: int, buckets: bool = True
+) -> Overview | None:
     """The pair's overview up to a seq, when a panel draws the pair: its stored buckets, with
     the points not sealed yet taken in. None for a pair no panel draws (or when a window was
-    sealed past `upto` during the read: the caller reads the points then)."""
+    sealed past `upto` during the read: the caller reads the points then).
+
+    Without buckets, only what its size, point count and gap say: enough to tell whether it
+    draws the series, and to judge the series' gaps when its points are read instead.
+    """
     unsealed = storage.tail(run_id, upto=upto)
     numbers = key_numbers(run_id, [y, x])
     if y not in numbers or (x is not None and x not in numbers):
         return None
     x_no = storage.SEQ if x is None else numbers[x]
-    found = storage.overview(run_id, numbers[y], x_no)
+    found = storage.overview(run_id, numbers[y], x_no, buckets=buckets)
     if found is None or found[1] > upto:
         return None
     summary, taken = found
     xs, ys = _pairs(unsealed, taken, y, x)
-    summary.add(xs, ys)
+    if buckets:
+        summary.add(xs, ys)
+    else:
+        summary.fine.points += len(ys)
     return summary
 
 

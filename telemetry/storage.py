@@ -111,9 +111,21 @@ def windows_within(run_id: int, key_no: int, low: float, high: float, last: int)
         return [row[0] for row in cursor.fetchall()]
 
 
-def overview(run_id: int, y_no: int, x_no: int) -> tuple[Overview, int] | None:
-    """A pair's overview and the seq it is as of; one statement, so its parts agree with it."""
-    found = _overviews("o.run_id = %s AND o.y_no = %s AND o.x_no = %s", [run_id, y_no, x_no])
+def overview(
+    run_id: int, y_no: int, x_no: int, *, buckets: bool = True
+) -> tuple[Overview, int] | None:
+    """A pair's overview and the seq it is as of; one statement, so its parts agree with it.
+    Without its buckets: what its size, point count and gap say, for the price of a row."""
+    where = "o.run_id = %s AND o.y_no = %s AND o.x_no = %s"
+    if not buckets:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT o.head, o.upto FROM {_table(models.Overview)} o WHERE {where}",
+                [run_id, y_no, x_no],
+            )
+            row = cursor.fetchone()
+        return None if row is None else (Overview.stored(row[0], [], b""), row[1])
+    found = _overviews(where, [run_id, y_no, x_no])
     return next(iter(found.values()), None)
 
 
