@@ -164,6 +164,18 @@ def unpack(window: int, packed: Packed) -> Column:
     return Column(seqs, values)
 
 
+def cells(column: Column | None, window: int, low: int, end: int) -> list:
+    """The column's values at the window's places low to end (not included), None where the
+    key has none. A key on every point is sliced as it is."""
+    if column is not None:
+        seqs, start = column.seqs, window_start(window)
+        if isinstance(seqs, range) and seqs.step == 1:
+            first = seqs.start - start
+            if first <= low and end <= first + len(seqs):
+                return _listed(column.values[low - first : end - first])
+    return spread(column, window)[low:end]
+
+
 def spread(column: Column | None, window: int) -> list:
     """The column laid over its window: WINDOW cells, None where the key has no value."""
     cells: list = [None] * WINDOW

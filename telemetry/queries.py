@@ -100,10 +100,10 @@ def column_batches(
                 start = window_start(window)
                 low, end = max(after + 1, start) - start, min(high, start + WINDOW - 1) - start + 1
                 own = found.get(window, {})
-                cells = [chunks.spread(own.get(number), window) for number in wanted]
+                columns = [chunks.cells(own.get(number), window, low, end) for number in wanted]
                 if x is None:
-                    cells[0] = range(start, start + WINDOW)
-                batch += zip(*(column[low:end] for column in cells), strict=True)
+                    columns[0] = range(start + low, start + end)
+                batch += zip(*columns, strict=True)
             yield batch
     yield [(seq if x is None else data.get(x), *map(data.get, keys)) for seq, data in unsealed]
 

@@ -154,3 +154,18 @@ def test_evenly_spaced_keys_pair_up_as_their_points_do(window, x_step, x_from, y
     pairs = against(x, y, window)
 
     assert pairs == ([seq * 10 for seq in ys if seq in xs], [seq / 2 for seq in ys if seq in xs])
+
+
+@given(windows_of_points(), st.data())
+def test_a_keys_cells_are_its_values_at_each_place_or_none(drawn, data):
+    window, points = drawn
+    start = chunks.window_start(window)
+    found = cut(points)
+    low = data.draw(st.integers(0, WINDOW))
+    end = data.draw(st.integers(low, WINDOW))
+    carried = {seq: numbers for seq, numbers in points}
+
+    for key in [*found, "nowhere"]:
+        got = chunks.cells(found.get(key), window, low, end)
+        expected = [carried.get(start + at, {}).get(key) for at in range(low, end)]
+        assert [repr(v) for v in got] == [repr(v) for v in expected]
