@@ -63,8 +63,10 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 
-# Targets, from issue 3 ("Large runs").
-SERIES_MAX_RATIO = 1.2
+# Targets, from issue 3 ("Large runs"). Its series target was 1.2x the bare read of the key's
+# points; a first view reads an overview's buckets now (issue 9), whose bare read takes well
+# under a millisecond, so the figure is held to the time a tab's four panels get (reads.py).
+SERIES_MAX_SECONDS = 0.025
 DATA_MAX_BYTES = 1 * MB
 FIRST_PANEL_MAX_S = 1.5
 
@@ -197,11 +199,11 @@ def build_run(points: int) -> tuple[Any, Any, int]:
 # --- figure 1: the series API against a bare SQLite read -------------------------------------
 
 
-# The key's points as stored (step is key 1, loss key 2): what a panel's first view read
-# before overviews, read here with nothing in the way.
+# What a panel's first view reads: the buckets of loss (key 2) against step (key 1), with
+# nothing in the way. (Before overviews, the floor was reading the points: see bench/README.md.)
 FLOOR_SQL = (
-    "SELECT kind, vals FROM telemetry_chunk WHERE run_id = ? AND key_no IN (1, 2)"
-    " ORDER BY window_no, key_no"
+    "SELECT p.buckets FROM telemetry_overviewpart p JOIN telemetry_overview o"
+    " ON o.id = p.overview_id WHERE o.run_id = ? AND o.y_no = 2 AND o.x_no = 1 ORDER BY p.part"
 )
 
 
@@ -230,6 +232,7 @@ def bench_series_api(user: Any, run: Any, points: int, repeat: int, raw: dict) -
     floor_db = sqlite3.connect(Path(os.environ["DIVERGENT_HOME"]) / DB_NAME)
     body: dict[str, bytes] = {}
     stages: dict[str, list[float]] = {}
+    read: dict[str, int] = {}
 
     def api() -> float:
         start = time.perf_counter()
@@ -238,13 +241,9 @@ def bench_series_api(user: Any, run: Any, points: int, repeat: int, raw: dict) -
 
     def floor() -> float:
         start = time.perf_counter()
-        values = [
-            array("q" if kind == 1 else "d", blob).tolist()
-            for kind, blob in floor_db.execute(FLOOR_SQL, (run.pk,))
-        ]
+        values = [array("d", blob).tolist() for (blob,) in floor_db.execute(FLOOR_SQL, (run.pk,))]
         seconds = time.perf_counter() - start
-        if sum(map(len, values)) != 2 * points:
-            raise RuntimeError(f"the floor read {sum(map(len, values))} numbers, not {2 * points}")
+        read["buckets"] = sum(map(len, values)) // 12
         return seconds
 
     def staged() -> float:
@@ -268,16 +267,16 @@ def bench_series_api(user: Any, run: Any, points: int, repeat: int, raw: dict) -
         "stages": {stage: median(samples[1:]) for stage, samples in stages.items()},
     }
     ratio = median(api_s) / median(floor_s)
-    if ratio >= SERIES_MAX_RATIO:
+    if median(api_s) >= SERIES_MAX_SECONDS:
         raw["series_api"]["profile"] = profile_series(client, url)
     progress(f"  api {median(api_s):.3f} s, floor {median(floor_s):.3f} s: {ratio:.2f}x")
     row = Row(
         f"series API, 1 key of {points:,} (?y=loss&x=step)",
         f"{median(api_s):.3f} s ({spread(api_s)}), {len(body['api']) / 1000:.0f} kB",
-        f"{median(floor_s):.3f} s ({spread(floor_s)}) sqlite3: its points",
+        f"{median(floor_s):.4f} s ({spread(floor_s)}) sqlite3: its {read['buckets']:,} buckets",
         ratio,
-        f"< {SERIES_MAX_RATIO}x floor",
-        ratio < SERIES_MAX_RATIO,
+        f"< {SERIES_MAX_SECONDS * 1000:.0f} ms",
+        median(api_s) < SERIES_MAX_SECONDS,
     )
     return row, len(body["api"])
 
