@@ -19,7 +19,7 @@ to COARSE_MOST: a sparkline), its first and last point, and whether its numbers 
 >>> o = Overview.empty()
 >>> o.add([1, 2, 3, 4, 5, 6], [5, 1, 9, 2, 2, 8])
 >>> o.fine.size, o.fine.points, o.view(2, o.fine)
-(8, 6, ([1, 2, 3, 6], [5, 1, 9, 8], 4))
+(32, 6, ([1, 2, 3, 6], [5, 1, 9, 8], 4))
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ from __future__ import annotations
 import math
 import sys
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from operator import sub
 
 from telemetry.downsample import GAP_FACTOR
@@ -42,7 +43,7 @@ COUNT, LO_I, LO_X, LO_Y, HI_I, HI_X, HI_Y, SEG_A, SEG_B, SEG_C, STEP_SUM, STEP_N
 FIELDS = 12
 
 FINE_MOST = 4096  # buckets: a panel's first view reads ~2,000 to 4,000
-FINE_SMALLEST = 8  # points a fine bucket holds at least: a short key is read as its points
+FINE_SMALLEST = 32  # points a fine bucket holds at least: a short key is read as its points
 COARSE_MOST = 128  # buckets: a sparkline's ~64
 PART = 256  # fine buckets a stored part holds: a new window rewrites only the last part
 
@@ -92,7 +93,8 @@ class Level:
 
     def spacing(self) -> float | None:
         """The key's usual step forward in x: the median of its buckets' mean step, so that a
-        stretch where the key went missing does not move it."""
+        stretch where the key went missing does not move it (up to 128 points, each bucket is
+        a point: the median step itself)."""
         if sum(b[STEP_N] for b in self.buckets) < 2:
             return None
         means = sorted(b[STEP_SUM] / b[STEP_N] for b in self.buckets if b[STEP_N])
@@ -203,7 +205,7 @@ class Overview:
     last: tuple | None = None
     x_ints: bool = True  # every x so far an integer: drawn as integers
     y_ints: bool = True
-    spacing: float | None = None  # the fine level's, as of the last window stored
+    spacing: float | None = None  # the coarse level's, as of the last window stored
 
     @classmethod
     def empty(cls) -> Overview:
@@ -239,7 +241,7 @@ class Overview:
     def settle(self) -> tuple[bytes, list[tuple[int, bytes]], int, bytes]:
         """What to store once new points are in: the head (with the spacing gaps are now judged
         by), the fine parts that changed, how many parts there are, and the coarse level."""
-        self.spacing = self.fine.spacing()
+        self.spacing = self.coarse.spacing()
         start = self.fine.changed_from // PART
         parts = self.parts(start)
         self.fine.changed_from = len(self.fine.buckets)
@@ -350,7 +352,7 @@ class Overview:
 
 
 def pack_buckets(buckets: Sequence[list]) -> bytes:
-    return _pack([value for b in buckets for value in b])
+    return _pack(chain.from_iterable(buckets))
 
 
 def unpack_buckets(blob: bytes) -> list[list]:
@@ -358,7 +360,7 @@ def unpack_buckets(blob: bytes) -> list[list]:
     return [values[i : i + FIELDS] for i in range(0, len(values), FIELDS)]
 
 
-def _pack(numbers: list) -> bytes:
+def _pack(numbers: Iterable) -> bytes:
     packed = array("d", numbers)
     if _SWAP:
         packed.byteswap()

@@ -195,6 +195,8 @@ def test_a_series_drawn_whole_below_twice_the_buckets_is_not_served_from_the_ove
 
     assert not o.serves(2000)
     o.add(list(range(4000, 40_000)), [0.0] * 36_000)
+    assert o.serves(1000) and not o.serves(2000)  # 1,250 buckets of the smallest, 32 points
+    o.add(list(range(40_000, 70_000)), [0.0] * 30_000)
     assert o.serves(2000) and not o.serves(3000)
 
 
