@@ -22,9 +22,11 @@ import struct
 import sys
 from array import array
 from bisect import bisect_left, bisect_right
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
-from itertools import compress
+from itertools import compress, repeat
+from operator import add
 
 from telemetry.lines import Number
 
@@ -79,10 +81,18 @@ def cut(points: Iterable[tuple[int, dict[str, Number]]]) -> dict[str, Column]:
     points = list(points)
     if not points:
         return {}
+    wide = len(points[0][1]) > WIDE
+    return (_cut_by_shape if wide else _cut_by_number)(points)
+
+
+WIDE = 8  # numbers a point carries past which grouping points by their keys pays
+
+
+def _cut_by_number(points: list[tuple[int, dict[str, Number]]]) -> dict[str, Column]:
+    """Each number laid over its key's cells: a list store a number, the least work a Python
+    step a number can do."""
     start = points[0][0]
     size = points[-1][0] - start + 1
-    # Each key's values laid over the seqs first, then gathered: a list store a number is the
-    # least work a Python loop over every number can do.
     cells: dict[str, list] = {}
     for seq, numbers in points:
         at = seq - start
@@ -91,15 +101,46 @@ def cut(points: Iterable[tuple[int, dict[str, Number]]]) -> dict[str, Column]:
             if column is None:
                 column = cells[key] = [None] * size
             column[at] = value
+    return {key: _gathered(column, start) for key, column in cells.items()}
+
+
+def _cut_by_shape(points: list[tuple[int, dict[str, Number]]]) -> dict[str, Column]:
+    """Points grouped by the keys they carry, in order, and each group turned into columns in
+    C: a Python step a point, not a number, which a line of 64 numbers feels."""
+    start = points[0][0]
+    size = points[-1][0] - start + 1
+    shapes: dict[tuple[str, ...], tuple[list[int], list[tuple]]] = {}
+    for seq, numbers in points:
+        shape = tuple(numbers)
+        group = shapes.get(shape)
+        if group is None:
+            group = shapes[shape] = ([], [])
+        group[0].append(seq - start)
+        group[1].append(tuple(numbers.values()))
+    parts: dict[str, list[tuple[list[int], tuple]]] = {}
+    for shape, (places, rows) in shapes.items():
+        for key, values in zip(shape, zip(*rows, strict=True), strict=True):
+            parts.setdefault(key, []).append((places, values))
     found = {}
-    for key, column in cells.items():
-        if None not in column:
-            found[key] = Column(range(start, start + size), column)
-        else:
-            there = [value is not None for value in column]
-            seqs = list(compress(range(start, start + size), there))
-            found[key] = Column(evenly(seqs), list(compress(column, there)))
+    for key, pieces in parts.items():
+        if len(pieces) == 1:  # carried by the points of one shape alone
+            places, values = pieces[0]
+            found[key] = Column(evenly(list(map(add, places, repeat(start)))), list(values))
+            continue
+        column: list = [None] * size
+        for places, values in pieces:
+            deque(map(column.__setitem__, places, values), maxlen=0)
+        found[key] = _gathered(column, start)
     return found
+
+
+def _gathered(column: list, start: int) -> Column:
+    """A key's cells over consecutive seqs from start, None where it has no value, as a Column."""
+    if None not in column:
+        return Column(range(start, start + len(column)), column)
+    there = [value is not None for value in column]
+    seqs = list(compress(range(start, start + len(column)), there))
+    return Column(evenly(seqs), list(compress(column, there)))
 
 
 def evenly(seqs: list[int]) -> Seqs:

@@ -13,23 +13,24 @@ point, the widest step in x on each side of them; merging buckets, or drawing a 
 buckets, keeps those exact, so a break in the line is drawn exactly where the points would draw
 it. A bucket also sums its steps forward in x, from which the key's usual spacing is taken.
 
-An Overview is the pair's fine level (up to FINE_MOST buckets: a panel) and its coarse level (up
-to COARSE_MOST: a sparkline), its first and last point, and whether its numbers are integers.
+An Overview is the pair's fine level (up to FINE_MOST buckets: a panel, kept once the pair has
+FINE_FROM points) and its coarse level (up to COARSE_MOST: a sparkline, and the usual spacing),
+its first and last point, and whether its numbers are integers.
 
 >>> o = Overview.empty()
 >>> o.add([1, 2, 3, 4, 5, 6], [5, 1, 9, 2, 2, 8])
->>> o.fine.size, o.fine.points, o.view(2, o.fine)
-(32, 6, ([1, 2, 3, 6], [5, 1, 9, 8], 4))
+>>> o.coarse.size, o.points, o.view(2, o.coarse)
+(1, 6, ([1, 2, 3, 4, 6], [5, 1, 9, 2, 8], 5))
 """
 
 from __future__ import annotations
 
 import math
+import struct
 import sys
 from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
 from operator import sub
 
 from telemetry.downsample import GAP_FACTOR
@@ -45,7 +46,11 @@ FIELDS = 12
 FINE_MOST = 4096  # buckets: a panel's first view reads ~2,000 to 4,000
 FINE_SMALLEST = 32  # points a fine bucket holds at least: a short key is read as its points
 COARSE_MOST = 128  # buckets: a sparkline's ~64
-PART = 256  # fine buckets a stored part holds: a new window rewrites only the last part
+PART = 64  # fine buckets a stored part holds: a new window rewrites only the last part
+# Points from which a pair keeps a fine level: it can then draw a first view of 2,000 buckets.
+# A shorter series is drawn from its points, which cost little; a run of 250 keys keeps no fine
+# level for keys that never get that long.
+FINE_FROM = 2000 * FINE_SMALLEST
 
 _SWAP = sys.byteorder == "big"
 
@@ -199,7 +204,7 @@ def merge(group: Sequence[list]) -> list:
 
 @dataclass
 class Overview:
-    fine: Level
+    fine: Level | None  # None until the pair has FINE_FROM points
     coarse: Level
     first: tuple | None = None  # the series' first point (x, y)
     last: tuple | None = None
@@ -209,11 +214,25 @@ class Overview:
 
     @classmethod
     def empty(cls) -> Overview:
-        return cls(Level(FINE_SMALLEST, FINE_MOST), Level(1, COARSE_MOST))
+        return cls(None, Level(1, COARSE_MOST))
 
     @property
     def points(self) -> int:
-        return self.fine.points
+        return self.coarse.points
+
+    def wants_fine(self) -> bool:
+        """Whether the pair has become long enough to keep a fine level, and has none yet."""
+        return self.fine is None and self.points >= FINE_FROM
+
+    def begin_fine(self, xs: Sequence, ys: Sequence) -> None:
+        """The fine level of every point the pair has (in seq order), made at once: the same
+        buckets as if it had been kept from the first point."""
+        self.fine = Level(FINE_SMALLEST, FINE_MOST)
+        self.fine.fold(xs, ys, [0, *map(sub, xs[1:], xs[:-1])])
+
+    def count(self, n: int) -> None:
+        """Take in n more points without their buckets, when its head alone was read."""
+        self.coarse.points += n
 
     def add(
         self, xs: Sequence, ys: Sequence, *, fine: bool = True, known: Xs | None = None
@@ -224,7 +243,7 @@ class Overview:
         if not ys:
             return
         steps, x_ints = known or self.steps(xs)
-        if fine:
+        if fine and self.fine is not None:
             self.fine.fold(xs, ys, steps)
         self.coarse.fold(xs, ys, steps)
         if self.first is None:
@@ -242,10 +261,12 @@ class Overview:
         """What to store once new points are in: the head (with the spacing gaps are now judged
         by), the fine parts that changed, how many parts there are, and the coarse level."""
         self.spacing = self.coarse.spacing()
-        start = self.fine.changed_from // PART
-        parts = self.parts(start)
-        self.fine.changed_from = len(self.fine.buckets)
-        count = -(-len(self.fine.buckets) // PART)
+        parts: list[tuple[int, bytes]] = []
+        count = 0
+        if self.fine is not None:
+            parts = self.parts(self.fine.changed_from // PART)
+            self.fine.changed_from = len(self.fine.buckets)
+            count = -(-len(self.fine.buckets) // PART)
         return self.head(), parts, count, pack_buckets(self.coarse.buckets)
 
     def gap(self) -> float | None:
@@ -256,6 +277,8 @@ class Overview:
     def serves(self, buckets: int) -> bool:
         """Whether the fine level can draw `buckets` buckets: it holds at least as many, and
         there are more points than the chart would send whole."""
+        if self.fine is None:
+            return False
         return self.points > 2 * buckets and -(-self.points // self.fine.size) >= buckets
 
     def view(
@@ -313,9 +336,10 @@ class Overview:
         """Everything but the buckets, as one small blob."""
         first = self.first or (0, 0)
         last = self.last or (0, 0)
+        fine = self.fine or Level(0, FINE_MOST)
         numbers = [
-            self.fine.size,
-            self.fine.points,
+            fine.size,
+            fine.points,
             self.coarse.size,
             self.coarse.points,
             *first,
@@ -338,7 +362,9 @@ class Overview:
         (fine_size, fine_points, coarse_size, coarse_points, *ends, flags, spacing) = _unpack(head)
         fine = [b for part in parts for b in unpack_buckets(part)]
         overview = cls(
-            Level(int(fine_size), FINE_MOST, fine, int(fine_points), len(fine)),
+            Level(int(fine_size), FINE_MOST, fine, int(fine_points), len(fine))
+            if fine_size
+            else None,
             Level(int(coarse_size), COARSE_MOST, unpack_buckets(coarse), int(coarse_points)),
             spacing=None if math.isnan(spacing) else spacing,
             x_ints=bool(int(flags) & 2),
@@ -351,13 +377,16 @@ class Overview:
         return overview
 
 
+_BUCKET = struct.Struct(f"<{FIELDS}d")  # a bucket: 12 little-endian doubles
+
+
 def pack_buckets(buckets: Sequence[list]) -> bytes:
-    return _pack(chain.from_iterable(buckets))
+    pack = _BUCKET.pack
+    return b"".join([pack(*b) for b in buckets])
 
 
 def unpack_buckets(blob: bytes) -> list[list]:
-    values = _unpack(blob)
-    return [values[i : i + FIELDS] for i in range(0, len(values), FIELDS)]
+    return list(map(list, _BUCKET.iter_unpack(blob)))
 
 
 def _pack(numbers: Iterable) -> bytes:

@@ -144,19 +144,7 @@ def series(
             windows = list(range(window_of(first_seq), window_of(last_in) + 1))
         else:
             windows = list(range(last + 1))
-        if windows:
-            wanted = [y_no] if x_no is None else [y_no, x_no]
-            found = storage.columns(run_id, wanted, windows[0], windows[-1])
-            for window in windows:
-                own = found.get(window, {})
-                column = own.get(y_no)
-                if column is None or (x_no is not None and x_no not in own):
-                    continue
-                if window == last:
-                    column = chunks.within(column, 1, last_seq)
-                a, b = chunks.against(own[x_no] if x_no is not None else None, column, window)
-                xs += a
-                ys += b
+        xs, ys = storage.pair_points(run_id, y_no, x_no, windows, last_seq)
     for seq, data in unsealed:
         value = data.get(y)
         if value is not None:
@@ -193,7 +181,7 @@ def overview(
     if buckets:
         summary.add(xs, ys)
     else:
-        summary.fine.points += len(ys)
+        summary.count(len(ys))
     return summary
 
 

@@ -99,6 +99,31 @@ def columns(
     return found
 
 
+def pair_points(
+    run_id: int, y_no: int, x_no: int | None, windows: Sequence[int], last_seq: int
+) -> tuple[list, list]:
+    """y's sealed values in these windows (in order), and x's value at each, up to a seq;
+    points without x are left off, and x None is the seq. Only y's and x's chunks are read."""
+    xs: list = []
+    ys: list = []
+    if not windows:
+        return xs, ys
+    last = chunks.window_of(last_seq)
+    wanted = [y_no] if x_no is None else [y_no, x_no]
+    found = columns(run_id, wanted, windows[0], windows[-1])
+    for window in windows:
+        own = found.get(window, {})
+        column = own.get(y_no)
+        if column is None or (x_no is not None and x_no not in own):
+            continue
+        if window == last:
+            column = chunks.within(column, 1, last_seq)
+        a, b = chunks.against(own[x_no] if x_no is not None else None, column, window)
+        xs += a
+        ys += b
+    return xs, ys
+
+
 def windows_within(run_id: int, key_no: int, low: float, high: float, last: int) -> list[int]:
     """The windows up to `last` where the key has a value from low to high: where an x range
     is. A run's x grows as a rule, so these are a few neighbouring windows."""
@@ -226,6 +251,14 @@ def seal(
         return key_nos[y], SEQ if x is None else key_nos[x]
 
     changed, gone = sealing.fold(windows, list(key_nos))
+    for pair in changed:
+        summary = sealing.overviews[pair]
+        if summary.wants_fine():
+            # Long enough now to draw a first view: its fine level from every point it has.
+            y_no, x_no = numbered(pair)
+            last = range(chunks.window_of(sealing.sealed) + 1)
+            points = pair_points(run_id, y_no, None if x_no == SEQ else x_no, last, sealing.sealed)
+            summary.begin_fine(*points)
     overviews_store(
         run_id,
         changed=[(numbered(pair), sealing.overviews[pair]) for pair in changed],

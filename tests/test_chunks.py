@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import doctest
 
-from hypothesis import given
+import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from telemetry import chunks
@@ -93,8 +94,11 @@ def windows_of_points(draw):
     return window, points
 
 
-@given(windows_of_points())
-def test_points_cut_into_columns_are_put_back_together_as_they_were(drawn):
+@pytest.mark.parametrize("wide", [0, 1000], ids=["by shape", "by number"])
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(drawn=windows_of_points())
+def test_points_cut_into_columns_are_put_back_together_as_they_were(wide, drawn, monkeypatch):
+    monkeypatch.setattr(chunks, "WIDE", wide)
     window, points = drawn
     found = cut(points)
     order = {name: i for i, name in enumerate(found, 1)}

@@ -10,7 +10,15 @@ from hypothesis import strategies as st
 
 from telemetry import overview
 from telemetry.downsample import GAP_FACTOR, min_max
-from telemetry.overview import FINE_MOST, FINE_SMALLEST, Level, Overview, bucket, merge
+from telemetry.overview import (
+    FINE_FROM,
+    FINE_MOST,
+    FINE_SMALLEST,
+    Level,
+    Overview,
+    bucket,
+    merge,
+)
 
 ints = st.integers(min_value=-(10**6), max_value=10**6)
 floats = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False)
@@ -126,26 +134,45 @@ def test_merging_neighbouring_buckets_is_the_bucket_of_their_points(drawn, data)
     assert merge(parts) == bucket(xs, ys, steps, 0, len(ys))
 
 
-def test_a_level_stays_within_its_most_buckets_by_doubling_their_size():
+def grown(xs: list, ys: list, batch: int = 1024) -> Overview:
+    """An overview fed a window at a time, as the ingester seals them: its fine level begun,
+    from every point so far, once it wants one."""
     o = Overview.empty()
-    for start in range(0, 300_000, 7_000):
-        xs = list(range(start, start + 7_000))
-        o.add(xs, [x % 13 for x in xs])
+    for start in range(0, len(ys), batch):
+        o.add(xs[start : start + batch], ys[start : start + batch])
+        if o.wants_fine():
+            o.begin_fine(xs[: start + batch], ys[: start + batch])
+    return o
 
-    assert o.points == 301_000
+
+def test_a_fine_level_is_kept_from_64000_points_as_if_kept_from_the_first():
+    xs = list(range(300_000))
+    ys = [x % 13 for x in xs]
+
+    o = grown(xs, ys, batch=7_000)
+
+    always = Level(FINE_SMALLEST, FINE_MOST)
+    always.fold(xs, ys, [0] + [1] * (len(xs) - 1))
+    assert o.points == 300_000
+    assert o.fine == always
     assert FINE_MOST // 2 < len(o.fine.buckets) <= FINE_MOST
-    assert o.fine.size == 128 and o.fine.size >= FINE_SMALLEST
+    assert o.fine.size == 128
     assert overview.COARSE_MOST // 2 < len(o.coarse.buckets) <= overview.COARSE_MOST
 
 
+def test_a_short_series_keeps_no_fine_level_and_is_drawn_from_its_points():
+    o = grown(list(range(FINE_FROM - 1)), [0.0] * (FINE_FROM - 1))
+
+    assert o.fine is None and not o.serves(10)
+    head, parts, count, _ = o.settle()
+    assert (parts, count) == ([], 0)
+
+
 def test_a_single_spike_survives_a_long_flat_series():
-    o = Overview.empty()
     ys = [1.0] * 100_000
     ys[61_234] = 1e9
-    for start in range(0, 100_000, 1024):
-        o.add(list(range(start, min(start + 1024, 100_000))), ys[start : start + 1024])
 
-    xs, kept, drawn = o.view(2000)
+    xs, kept, drawn = grown(list(range(100_000)), ys).view(2000)
 
     assert drawn == len(kept) <= 2 * 2000 + 2
     assert xs[kept.index(1e9)] == 61_234
@@ -160,21 +187,20 @@ def test_the_usual_spacing_is_not_moved_by_where_the_key_went_missing():
 
     assert o.spacing == 10
     assert o.gap() == GAP_FACTOR * 10
-    xs, ys, _ = o.view(100, gap=o.gap())
+    xs, ys, _ = o.view(100, o.coarse, gap=o.gap())
     assert xs.count(None) == 1
     assert xs[xs.index(None) - 1] < 5000 <= 20_000 <= xs[xs.index(None) + 1]
 
 
 def test_an_overview_is_stored_and_read_back_as_it_was():
-    o = Overview.empty()
-    o.add(list(range(1, 10_001)), [1 / i for i in range(1, 10_001)])
+    o = grown(list(range(1, 70_001)), [1 / i for i in range(1, 70_001)])
     head, parts, count, coarse = o.settle()
 
     back = Overview.stored(head, [blob for _, blob in parts], coarse)
 
     assert count == len(parts) == -(-len(o.fine.buckets) // overview.PART)
     assert back.view(100, gap=back.gap()) == o.view(100, gap=o.gap())
-    assert (back.first, back.last, back.spacing) == ((1, 1.0), (10_000, 1 / 10_000), 1)
+    assert (back.first, back.last, back.spacing) == ((1, 1.0), (70_000, 1 / 70_000), 1)
     assert back.fine == o.fine and back.coarse == o.coarse
 
 
@@ -183,31 +209,27 @@ def test_integers_are_drawn_as_integers_and_floats_as_floats():
     o.add([10, 20, 30], [1, 3, 2.5])
     head, parts, _, coarse = o.settle()
 
-    xs, ys, _ = Overview.stored(head, [blob for _, blob in parts], coarse).view(10)
+    back = Overview.stored(head, [blob for _, blob in parts], coarse)
+    xs, ys, _ = back.view(10, back.coarse)
 
     assert xs == [10, 20, 30] and all(type(x) is int for x in xs)
     assert ys == [1.0, 3.0, 2.5] and all(type(y) is float for y in ys)
 
 
 def test_a_series_drawn_whole_below_twice_the_buckets_is_not_served_from_the_overview():
-    o = Overview.empty()
-    o.add(list(range(4000)), [0.0] * 4000)
+    o = grown(list(range(FINE_FROM)), [0.0] * FINE_FROM)
 
-    assert not o.serves(2000)
-    o.add(list(range(4000, 40_000)), [0.0] * 36_000)
-    assert o.serves(1000) and not o.serves(2000)  # 1,250 buckets of the smallest, 32 points
-    o.add(list(range(40_000, 70_000)), [0.0] * 30_000)
-    assert o.serves(2000) and not o.serves(3000)
+    assert o.serves(2000) and not o.serves(2001) and not o.serves(FINE_FROM // 2)
+    o.add(list(range(FINE_FROM, 100_000)), [0.0] * (100_000 - FINE_FROM))
+    assert o.serves(3000) and not o.serves(3200)  # 3,125 buckets of 32 points
 
 
 def test_min_max_and_an_overview_keep_the_same_extremes():
-    ys = [math.sin(i / 50) * (1 + i % 97) for i in range(20_000)]
-    xs = list(range(20_000))
-    o = Overview.empty()
-    o.add(xs, ys)
+    ys = [math.sin(i / 50) * (1 + i % 97) for i in range(80_000)]
+    xs = list(range(80_000))
 
     _, from_points = min_max(xs, ys, 500)
-    _, from_buckets, _ = o.view(500)
+    _, from_buckets, _ = grown(xs, ys).view(500)
 
     assert max(from_buckets) == max(from_points) == max(ys)
     assert min(from_buckets) == min(from_points) == min(ys)
