@@ -20,7 +20,7 @@ its first and last point, and whether its numbers are integers.
 >>> o = Overview.empty()
 >>> o.add([1, 2, 3, 4, 5, 6], [5, 1, 9, 2, 2, 8])
 >>> o.coarse.size, o.points, o.view(2, o.coarse)
-(1, 6, ([1, 2, 3, 4, 6], [5, 1, 9, 2, 8], 5))
+(8, 6, ([1, 2, 3, 6], [5, 1, 9, 8], 4))
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ FIELDS = 12
 FINE_MOST = 4096  # buckets: a panel's first view reads ~2,000 to 4,000
 FINE_SMALLEST = 32  # points a fine bucket holds at least: a short key is read as its points
 COARSE_MOST = 128  # buckets: a sparkline's ~64
+COARSE_SMALLEST = 8  # points: a sparkline of a short key shows its every lowest and highest
 PART = 64  # fine buckets a stored part holds: a new window rewrites only the last part
 # Points from which a pair keeps a fine level: it can then draw a first view of 2,000 buckets.
 # A shorter series is drawn from its points, which cost little; a run of 250 keys keeps no fine
@@ -98,8 +99,7 @@ class Level:
 
     def spacing(self) -> float | None:
         """The key's usual step forward in x: the median of its buckets' mean step, so that a
-        stretch where the key went missing does not move it (up to 128 points, each bucket is
-        a point: the median step itself)."""
+        stretch where the key went missing does not move it."""
         if sum(b[STEP_N] for b in self.buckets) < 2:
             return None
         means = sorted(b[STEP_SUM] / b[STEP_N] for b in self.buckets if b[STEP_N])
@@ -214,7 +214,7 @@ class Overview:
 
     @classmethod
     def empty(cls) -> Overview:
-        return cls(None, Level(1, COARSE_MOST))
+        return cls(None, Level(COARSE_SMALLEST, COARSE_MOST))
 
     @property
     def points(self) -> int:
@@ -260,10 +260,10 @@ class Overview:
     def settle(self) -> tuple[bytes, list[tuple[int, bytes]], int, bytes]:
         """What to store once new points are in: the head (with the spacing gaps are now judged
         by), the fine parts that changed, how many parts there are, and the coarse level."""
-        self.spacing = self.coarse.spacing()
         parts: list[tuple[int, bytes]] = []
         count = 0
-        if self.fine is not None:
+        if self.fine is not None:  # gaps are judged by the overview once it draws the series
+            self.spacing = self.coarse.spacing()
             parts = self.parts(self.fine.changed_from // PART)
             self.fine.changed_from = len(self.fine.buckets)
             count = -(-len(self.fine.buckets) // PART)

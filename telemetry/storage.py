@@ -284,15 +284,18 @@ def overviews_store(
                 [run_id, y_no, x_no],
             )
             cursor.execute(f"DELETE FROM {o} WHERE {where}", [run_id, y_no, x_no])
+        upsert = (
+            f"INSERT INTO {o} (run_id, y_no, x_no, upto, head, coarse)"
+            " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (run_id, y_no, x_no)"
+            " DO UPDATE SET upto = excluded.upto, head = excluded.head, coarse = excluded.coarse"
+        )
+        alone = []  # overviews without fine buckets (yet): one statement for them all
         for (y_no, x_no), summary in changed:
             head, parts, count, coarse = summary.settle()
-            cursor.execute(
-                f"INSERT INTO {o} (run_id, y_no, x_no, upto, head, coarse)"
-                " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (run_id, y_no, x_no)"
-                " DO UPDATE SET upto = excluded.upto, head = excluded.head,"
-                " coarse = excluded.coarse RETURNING id",
-                [run_id, y_no, x_no, upto, head, coarse],
-            )
+            if summary.fine is None:
+                alone.append((run_id, y_no, x_no, upto, head, coarse))
+                continue
+            cursor.execute(upsert + " RETURNING id", [run_id, y_no, x_no, upto, head, coarse])
             (overview_id,) = cursor.fetchone()
             cursor.executemany(
                 f"INSERT INTO {p} (overview_id, part, buckets) VALUES (%s, %s, %s)"
@@ -302,3 +305,5 @@ def overviews_store(
             cursor.execute(
                 f"DELETE FROM {p} WHERE overview_id = %s AND part >= %s", [overview_id, count]
             )
+        if alone:
+            cursor.executemany(upsert, alone)

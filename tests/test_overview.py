@@ -180,16 +180,16 @@ def test_a_single_spike_survives_a_long_flat_series():
 
 
 def test_the_usual_spacing_is_not_moved_by_where_the_key_went_missing():
-    xs = [*range(0, 5000, 10), *range(20_000, 30_000, 10)]  # a hole of 15,000 steps
-    o = Overview.empty()
-    o.add(xs, [1.0] * len(xs))
+    # A hole of 150,000 steps among 100,000 points ten steps apart.
+    xs = [*range(0, 500_000, 10), *range(650_000, 1_150_000, 10)]
+    o = grown(xs, [1.0] * len(xs))
     o.settle()
 
     assert o.spacing == 10
     assert o.gap() == GAP_FACTOR * 10
-    xs, ys, _ = o.view(100, o.coarse, gap=o.gap())
+    xs, ys, _ = o.view(2000, gap=o.gap())
     assert xs.count(None) == 1
-    assert xs[xs.index(None) - 1] < 5000 <= 20_000 <= xs[xs.index(None) + 1]
+    assert xs[xs.index(None) - 1] < 500_000 <= 650_000 <= xs[xs.index(None) + 1]
 
 
 def test_an_overview_is_stored_and_read_back_as_it_was():
