@@ -52,9 +52,16 @@ class Sealing:
         return windows
 
     def fold(self, windows: Sequence[Window], keys: list[str]) -> tuple[list[Pair], list[Pair]]:
-        """Take sealed windows into the overviews of the pairs drawn now; returns the pairs
-        whose overview changed (new ones included) and those no panel draws any more."""
-        wanted = pairs(panels_for(self.layout, keys))
+        """Take sealed windows into the overviews of the pairs drawn now (keys: every key
+        written so far, in order of first arrival); returns the pairs whose overview changed
+        (new ones included) and those no panel draws any more."""
+        written = set(keys)
+        # A panel may name a key no point has written yet: its overview begins when it is.
+        wanted = [
+            (y, x)
+            for y, x in pairs(panels_for(self.layout, keys))
+            if y in written and (x is None or x in written)
+        ]
         gone = [pair for pair in self.overviews if pair not in wanted]
         for pair in gone:
             del self.overviews[pair]

@@ -210,3 +210,15 @@ def test_the_points_api_reads_across_the_sealed_seq(run_of, alice):
         "points": [{"seq": s, "data": {"step": s, "loss": s / 4}} for s in range(1021, 1029)],
         "last": 1200,
     }
+
+
+def test_a_run_whose_layout_names_a_key_never_written_is_sealed_and_closes(run_of):
+    layout = '[[panel]]\ny = ["loss", "never"]\n\n[[panel]]\ny = "acc"\nx = "nowhere"\n'
+    telemetry = run_of([{"step": s, "loss": 1 / s, "acc": 0.5} for s in range(1, 1101)], layout)
+
+    telemetry.finish()
+
+    assert (telemetry.run.telemetry_closed, telemetry.run.sealed) == (True, 1100)
+    numbers = queries.key_numbers(telemetry.run.pk)
+    assert set(storage.overviews(telemetry.run.pk)) == {(numbers["loss"], numbers["step"])}
+    assert queries.overview(telemetry.run.pk, "loss", "step", upto=1100).points == 1100
