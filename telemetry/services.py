@@ -145,7 +145,8 @@ def _sealing_load(run: Run, keys: dict[str, KeyStats]) -> Sealing:
     names: dict[int, str | None] = {stats.order: name for name, stats in keys.items()}
     names[storage.SEQ] = None
     return Sealing(
-        layout=Layout.objects.values_list("parsed", flat=True).get(run=run),
+        layout=Layout.objects.filter(run=run).values_list("parsed", flat=True).first()
+        or default_layout(),
         sealed=run.sealed,
         unsealed=storage.tail(run.pk, after=run.sealed),
         overviews={
