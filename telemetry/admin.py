@@ -95,6 +95,7 @@ class RunAdmin(admin.ModelAdmin):
         "ended",
         "offset",
         "points",
+        "sealed",
         "point_list",
         "telemetry_closed",
         "in_long_line",

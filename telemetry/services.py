@@ -167,7 +167,9 @@ def ingest_batch(*, run: Run, tally: Tally, offset: int, in_long_line: bool, clo
     """Store what the tally took since it last settled, with the file offset, atomically.
 
     A killed ingester resumes from the stored offset against the stored stats: every line is
-    stored once, none twice.
+    stored once, none twice. Points are stored whole until their window of chunks.WINDOW
+    points is complete; then, in the same transaction, the window is sealed by key into chunks
+    and overviews (docs/storage.md), as is the last window when the telemetry closes.
     """
     points = tally.new_points
     if tally.sealing is None:
