@@ -36,6 +36,7 @@ lint: $(STAMP)
 
 bench: $(STAMP)  ## the benchmarks: bench/README.md says what each figure is
 	$(PY) bench/ingest.py
+	$(PY) bench/reads.py
 	$(PY) bench/tab.py
 	$(PY) bench/latency.py
 	$(PY) bench/backlog.py

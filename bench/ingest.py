@@ -49,8 +49,9 @@ DB_NAME = "divergent.sqlite3"  # settings.py: DIVERGENT_HOME / "divergent.sqlite
 WIDE_KEYS = 256
 KEYS_PER_LINE = 64  # a line may carry at most 64 numbers
 
-# Targets, from issue 2 ("Tests, benchmark, figures").
-INGEST_MAX_RATIO = 1.5
+# Targets, from issue 2 ("Tests, benchmark, figures"); issue 9 ("Reads that cost what they
+# return") asks ingest to keep to the floor's time with points stored by key.
+INGEST_MAX_RATIO = 1.0
 SERIES_MAX_SECONDS = 1.0
 # "Independent of the number of points": both medians include ~0.3 s of start-up, so a key
 # table that read the points would show far more than this; less is start-up noise.
@@ -261,18 +262,29 @@ def bench_key_table(work: Path, template: Path, many: int, repeat: int, raw: dic
 # --- figure 5: the store's size -------------------------------------------------------------
 
 
-def bench_store(home: Path, file_bytes: int, empty_bytes: int, points: int, raw: dict) -> Row:
+def bench_store(home: Path, file_bytes: int, empty_bytes: int, points: int, raw: dict) -> list[Row]:
+    """The database alone, and the home: the run's folder keeps telemetry.jsonl beside it."""
     stored = sqlite_bytes(home / DB_NAME) - empty_bytes
     raw["store"] = {"db_bytes": stored, "empty_db_bytes": empty_bytes, "file_bytes": file_bytes}
     ratio = stored / file_bytes
-    return Row(
-        f"store size ({points:,} points)",
-        f"{stored / MB:.1f} MB (db + wal - empty db)",
-        f"{file_bytes / MB:.1f} MB telemetry.jsonl",
-        ratio,
-        f"< {STORE_MAX_RATIO}x the file",
-        ratio < STORE_MAX_RATIO,
-    )
+    return [
+        Row(
+            f"store size ({points:,} points)",
+            f"{stored / MB:.1f} MB (db + wal - empty db)",
+            f"{file_bytes / MB:.1f} MB telemetry.jsonl",
+            ratio,
+            f"< {STORE_MAX_RATIO}x the file",
+            ratio < STORE_MAX_RATIO,
+        ),
+        Row(
+            "  the home: the store and telemetry.jsonl",
+            f"{(stored + file_bytes) / MB:.1f} MB",
+            f"{file_bytes / MB:.1f} MB telemetry.jsonl",
+            (stored + file_bytes) / file_bytes,
+            "report",
+            None,
+        ),
+    ]
 
 
 # --- figure 6: peak memory while ingesting a big file -----------------------------------------
@@ -455,7 +467,7 @@ def run_all(args: argparse.Namespace, work: Path) -> tuple[list[Row], dict]:
     rows.append(row)
     rows.append(bench_series(home, work, args.points, args.repeat, raw))
     rows.append(bench_key_table(work, template, args.wide_points or args.points, args.repeat, raw))
-    rows.append(bench_store(home, file_bytes, empty_bytes, args.points, raw))
+    rows += bench_store(home, file_bytes, empty_bytes, args.points, raw)
     rows.append(bench_memory(work, template, run_file, args.big_mb, raw))
     return rows, raw
 

@@ -30,6 +30,7 @@ import subprocess
 import sys
 import threading
 import time
+from array import array
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -62,8 +63,10 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 
-# Targets, from issue 3 ("Large runs").
-SERIES_MAX_RATIO = 1.2
+# Targets, from issue 3 ("Large runs"). Its series target was 1.2x the bare read of the key's
+# points; a first view reads an overview's buckets now (issue 9), whose bare read takes well
+# under a millisecond, so the figure is held to the time a tab's four panels get (reads.py).
+SERIES_MAX_SECONDS = 0.025
 DATA_MAX_BYTES = 1 * MB
 FIRST_PANEL_MAX_S = 1.5
 
@@ -197,9 +200,11 @@ def build_run(points: int) -> tuple[Any, Any, int]:
 # --- figure 1: the series API against a bare SQLite read -------------------------------------
 
 
+# What a panel's first view reads: the buckets of loss (key 2) against step (key 1), with
+# nothing in the way. (Before overviews, the floor was reading the points: see bench/README.md.)
 FLOOR_SQL = (
-    "SELECT json_extract(data, '$.\"step\"'), json_extract(data, '$.\"loss\"')"
-    " FROM telemetry_point WHERE run_id = ? ORDER BY seq"
+    "SELECT p.buckets FROM telemetry_overviewpart p JOIN telemetry_overview o"
+    " ON o.id = p.overview_id WHERE o.run_id = ? AND o.y_no = 2 AND o.x_no = 1 ORDER BY p.part"
 )
 
 
@@ -228,6 +233,7 @@ def bench_series_api(user: Any, run: Any, points: int, repeat: int, raw: dict) -
     floor_db = sqlite3.connect(Path(os.environ["DIVERGENT_HOME"]) / DB_NAME)
     body: dict[str, bytes] = {}
     stages: dict[str, list[float]] = {}
+    read: dict[str, int] = {}
 
     def api() -> float:
         start = time.perf_counter()
@@ -236,10 +242,9 @@ def bench_series_api(user: Any, run: Any, points: int, repeat: int, raw: dict) -
 
     def floor() -> float:
         start = time.perf_counter()
-        rows = floor_db.execute(FLOOR_SQL, (run.pk,)).fetchall()
+        values = [array("d", blob).tolist() for (blob,) in floor_db.execute(FLOOR_SQL, (run.pk,))]
         seconds = time.perf_counter() - start
-        if len(rows) != points:
-            raise RuntimeError(f"the floor read {len(rows)} rows, not {points}")
+        read["buckets"] = sum(map(len, values)) // 12
         return seconds
 
     def staged() -> float:
@@ -263,24 +268,24 @@ def bench_series_api(user: Any, run: Any, points: int, repeat: int, raw: dict) -
         "stages": {stage: median(samples[1:]) for stage, samples in stages.items()},
     }
     ratio = median(api_s) / median(floor_s)
-    if ratio >= SERIES_MAX_RATIO:
+    if median(api_s) >= SERIES_MAX_SECONDS:
         raw["series_api"]["profile"] = profile_series(client, url)
     progress(f"  api {median(api_s):.3f} s, floor {median(floor_s):.3f} s: {ratio:.2f}x")
     row = Row(
         f"series API, 1 key of {points:,} (?y=loss&x=step)",
         f"{median(api_s):.3f} s ({spread(api_s)}), {len(body['api']) / 1000:.0f} kB",
-        f"{median(floor_s):.3f} s ({spread(floor_s)}) sqlite3 json_extract",
+        f"{median(floor_s):.4f} s ({spread(floor_s)}) sqlite3: its {read['buckets']:,} buckets",
         ratio,
-        f"< {SERIES_MAX_RATIO}x floor",
-        ratio < SERIES_MAX_RATIO,
+        f"< {SERIES_MAX_SECONDS * 1000:.0f} ms",
+        median(api_s) < SERIES_MAX_SECONDS,
     )
     return row, len(body["api"])
 
 
 def series_stages(run: Any) -> dict[str, float]:
-    """Where the API's time goes, stage by stage, without a profiler's overhead: the SQL read
-    and the filter in Python (queries.series), the min/max buckets (downsample.min_max), the
-    JSON encoding (DRF's JSONRenderer). Seconds."""
+    """Where the API's time goes, stage by stage, without a profiler's overhead: reading the
+    pair's overview (queries.overview), drawing it at 2,000 buckets (Overview.view), the JSON
+    encoding (DRF's JSONRenderer). Seconds."""
     from django.db import connection
     from rest_framework.renderers import JSONRenderer
 
@@ -288,11 +293,11 @@ def series_stages(run: Any) -> dict[str, float]:
 
     times: dict[str, float] = {}
     start = time.perf_counter()
-    xs, ys = queries.series(run.pk, "loss", "step", upto=run.points)
-    times["queries.series"] = time.perf_counter() - start
+    summary = queries.overview(run.pk, "loss", "step", upto=run.points)
+    times["queries.overview"] = time.perf_counter() - start
     start = time.perf_counter()
-    dx, dy = downsample.min_max(xs, ys)
-    times["downsample.min_max"] = time.perf_counter() - start
+    dx, dy, _ = summary.view(downsample.BUCKETS, gap=summary.gap())
+    times["Overview.view"] = time.perf_counter() - start
     payload = {"x": "step", "last": run.points, "series": [{"key": "loss", "x": dx, "y": dy}]}
     start = time.perf_counter()
     JSONRenderer().render(payload)

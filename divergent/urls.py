@@ -17,6 +17,7 @@ urlpatterns = [
     path("api/runs/<str:name>/keys/", api.run_keys, name="api-keys"),
     path("api/runs/<str:name>/points/", api.run_points, name="api-points"),
     path("api/runs/<str:name>/series/", api.run_series, name="api-series"),
+    path("api/runs/<str:name>/panels/", api.run_panels, name="api-panels"),
     path("api/runs/<str:name>/log/", api.run_log, name="api-log"),
     path("api/runs/<str:name>/log/screen/", api.run_screen, name="api-log-screen"),
     path("admin/", admin.site.urls),

@@ -1,13 +1,21 @@
 from __future__ import annotations
 
+import json
+
 from django import forms
 from django.contrib import admin
-from django.urls import reverse
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
 from django.utils.html import format_html
+from django.views.decorators.http import require_GET
 
-from telemetry import services
+from telemetry import queries, services
 from telemetry.encryption import SecretsKeyError
-from telemetry.models import Drop, Key, Layout, Membership, Org, Point, Run, Secret
+from telemetry.models import Drop, Key, Layout, Membership, Org, Run, Secret
+
+POINTS_A_PAGE = 100
 
 
 class ReadOnlyInline(admin.TabularInline):
@@ -104,6 +112,7 @@ class RunAdmin(admin.ModelAdmin):
         "ended",
         "offset",
         "points",
+        "sealed",
         "point_list",
         "telemetry_closed",
         "in_long_line",
@@ -118,27 +127,36 @@ class RunAdmin(admin.ModelAdmin):
 
     @admin.display(description="Point list")
     def point_list(self, run: Run) -> str:
-        url = reverse("admin:telemetry_point_changelist") + f"?run__id__exact={run.pk}"
+        url = reverse("admin:telemetry_run_points", args=[run.pk])
         return format_html('<a href="{}">{} points</a>', url, run.points)
 
+    def get_urls(self):
+        points = self.admin_site.admin_view(require_GET(self.points_view))
+        own = [path("<int:run_id>/points/", points, name="telemetry_run_points")]
+        return own + super().get_urls()
 
-@admin.register(Point)
-class PointAdmin(admin.ModelAdmin):
-    list_display = ["seq", "run", "data"]
-    list_per_page = 100
-    # Counting 200,000 rows on every page is what makes a large run slow to open.
-    show_full_result_count = False
-    ordering = ["run", "seq"]
-    raw_id_fields = ["run"]
-
-    def get_queryset(self, request):
-        return super().get_queryset(request).select_related("run")
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
+    def points_view(self, request, run_id: int):
+        """A run's points, a page at a time, read as div telemetry --json reads them: a page
+        costs its own points, however many the run has. Read-only, like the rest."""
+        run = Run.objects.filter(pk=run_id).first()
+        if run is None:
+            raise Http404
+        if not self.has_view_permission(request, run):
+            raise PermissionDenied
+        pages = max(1, -(-run.points // POINTS_A_PAGE))
+        try:
+            page = min(max(1, int(request.GET.get("page", 1))), pages)
+        except ValueError:
+            page = 1
+        after = (page - 1) * POINTS_A_PAGE
+        found = queries.points(run.pk, after=after, upto=min(run.points, after + POINTS_A_PAGE))
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Points of {run}",
+            "opts": self.model._meta,
+            "original": run,
+            "points": [(seq, json.dumps(data)) for seq, data in found],
+            "page": page,
+            "pages": pages,
+        }
+        return TemplateResponse(request, "admin/telemetry/run/points.html", context)

@@ -9,7 +9,10 @@ from __future__ import annotations
 import math
 import re
 
-from django.http import Http404
+import orjson
+from asgiref.sync import sync_to_async
+from django.core.handlers.asgi import ASGIRequest
+from django.http import Http404, StreamingHttpResponse
 from rest_framework.decorators import api_view
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
@@ -35,7 +38,9 @@ BAD_PARAMS = {
     "smooth": '"smooth" is "{value}", which is not a number from 0 to 0.999',
     "range": '"low" is above "high"',
     "scale": '"scale" is "{value}", which is not one of linear, log',
+    "panel": '"panel" is "{value}", which is not a panel of this run: it has {count}, from 0',
 }
+NDJSON = "application/x-ndjson"
 
 
 def visible_run(request, name: str) -> Run:
@@ -207,30 +212,83 @@ def run_series(request, name: str):
     if scale not in ("linear", "log"):
         raise _bad("scale", value=scale)
 
+    series = traces(
+        run,
+        ys,
+        x,
+        low=low,
+        high=high,
+        buckets=buckets,
+        raw=raw,
+        weight=weight,
+        scale=scale,
+        upto=run.points,
+    )
+    return Response({"x": x, "last": run.points, "series": series})
+
+
+def traces(
+    run: Run,
+    ys: list[str],
+    x: str | None,
+    *,
+    upto: int,
+    low: float | None = None,
+    high: float | None = None,
+    buckets: int = downsample.BUCKETS,
+    raw: bool = False,
+    weight: float = 0.0,
+    scale: str = "linear",
+) -> list[dict]:
+    """Each y key against x up to a seq, as /series/ sends it (docs/api.md).
+
+    A pair some panel draws is read from its overview: its first view costs its buckets, not
+    its points. A range (zooming in) reads those points alone at full resolution, judged by
+    the same gap; smoothing, `raw`, or an x no panel draws read the key's points.
+    """
     keys = {k.name: k for k in Key.objects.filter(run=run, name__in=ys)}
     out = []
+    first_view = low is None and high is None and not raw and not weight
     for y in ys:
-        xs, values = queries.series(run.pk, y, x, upto=run.points)
-        if scale == "log":
-            xs, values, off_scale = downsample.on_log_scale(xs, values)
-        gap = downsample.gap_threshold(xs)
-        holes = downsample.gaps(xs, gap)
-        if weight and values:
-            # Smoothed over the whole run, then cut to the range: zooming in never reshapes it.
-            sx, sy = _in_range(xs, downsample.smooth(xs, values, weight), low, high)
-            smoothed_x, smoothed_y = downsample.min_max(sx, sy, buckets)
-        xs, values = _in_range(xs, values, low, high)
-        trace = {"key": y, "total": len(values)}
-        if scale == "log":
-            trace["off_log_scale"] = len(_in_range(off_scale, off_scale, low, high)[0])
-        if weight and values:
-            trace["smoothed"] = {"x": smoothed_x, "y": smoothed_y}
-        if not raw:
-            xs, values = downsample.min_max(xs, values, buckets)
-        drawn = len(values)
-        xs, values = downsample.with_breaks(xs, values, holes)
+        summary = queries.overview(run.pk, y, x, upto=upto, buckets=first_view)
+        # The overview judges gaps once a series is long enough to be drawn from it.
+        judged = summary if summary is not None and summary.serves(downsample.BUCKETS) else None
+        trace: dict = {"key": y}
         key = keys.get(y)
+        # On a log scale a key with a value at or below zero is read whole, to leave those off.
+        positive = scale != "log" or key is None or key.min is None or key.min > 0
+        if summary is not None and first_view and positive and summary.serves(buckets):
+            gap = summary.gap()
+            xs, values, drawn = summary.view(buckets, gap=gap)
+            total = summary.points
+            if scale == "log":
+                trace["off_log_scale"] = 0
+        else:
+            if judged is not None and not weight:
+                # Zooming in: the range's points alone, judged by the overview's gap.
+                xs, values = queries.series(run.pk, y, x, upto=upto, low=low, high=high)
+            else:
+                xs, values = queries.series(run.pk, y, x, upto=upto)
+            if scale == "log":
+                xs, values, off_scale = downsample.on_log_scale(xs, values)
+            gap = judged.gap() if judged is not None else downsample.gap_threshold(xs)
+            holes = downsample.gaps(xs, gap)
+            if weight and values:
+                # Smoothed over the whole run, then cut to the range: zooming in never reshapes it.
+                sx, sy = _in_range(xs, downsample.smooth(xs, values, weight), low, high)
+                trace["smoothed"] = dict(
+                    zip(("x", "y"), downsample.min_max(sx, sy, buckets), strict=True)
+                )
+            xs, values = _in_range(xs, values, low, high)
+            total = len(values)
+            if scale == "log":
+                trace["off_log_scale"] = len(_in_range(off_scale, off_scale, low, high)[0])
+            if not raw:
+                xs, values = downsample.min_max(xs, values, buckets)
+            drawn = len(values)
+            xs, values = downsample.with_breaks(xs, values, holes)
         trace.update(
+            total=total,
             x=xs,
             y=values,
             drawn=drawn,
@@ -239,7 +297,7 @@ def run_series(request, name: str):
             first_passed_x=queries.x_at(run, key.first_passed_seq, x) if key else None,
         )
         out.append(trace)
-    return Response({"x": x, "last": run.points, "series": out})
+    return out
 
 
 def _in_range(xs: list, ys: list, low: float | None, high: float | None) -> tuple[list, list]:
@@ -257,6 +315,53 @@ def run_log(request, name: str):
     run = visible_run(request, name)
     text, offset = logs.raw_page(run.log_path, _whole(request, "offset", 0, 0, 2**62))
     return Response({"text": text, "offset": offset, "live": run.is_live})
+
+
+@api_view(["GET"])
+def run_panels(request, name: str):
+    """Every panel's first view in one request, each as a line of JSON the moment it is ready,
+    so the tab draws each panel as its part arrives (docs/api.md).
+
+    ?panel=0&panel=3  the panels to send, by their place in the run's panels (all, left out)
+    ?buckets=2000     as /series/
+    """
+    run = visible_run(request, name)
+    buckets = _whole(request, "buckets", downsample.BUCKETS, 10, MAX_BUCKETS)
+    panels = panels_for(run.layout.parsed, [k.name for k in queries.keys_of(run)])
+    chosen = [_panel(value, len(panels)) for value in request.query_params.getlist("panel")]
+    upto = run.points
+
+    def part(number: int) -> bytes:
+        panel = panels[number]
+        series = traces(
+            run, panel["y"], panel["x"], upto=upto, buckets=buckets, scale=panel["scale"]
+        )
+        body = {"panel": number, "x": panel["x"], "last": upto, "series": series}
+        return orjson.dumps(body) + b"\n"
+
+    numbers = chosen or list(range(len(panels)))
+    response = StreamingHttpResponse(_each(request, part, numbers), content_type=NDJSON)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def _panel(value: str, count: int) -> int:
+    if not WHOLE.fullmatch(value) or int(value) >= count:
+        raise _bad("panel", value=value, count=count)
+    return int(value)
+
+
+def _each(request, part, numbers: list[int]):
+    """The parts one after another: under daphne an async iterator, so each is sent as soon as
+    it is made (Django would read a plain iterator to its end first); else a plain one."""
+    if isinstance(request._request, ASGIRequest):
+
+        async def parts():
+            for number in numbers:
+                yield await sync_to_async(part)(number)
+
+        return parts()
+    return (part(number) for number in numbers)
 
 
 @api_view(["GET"])

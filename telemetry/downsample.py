@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import pairwise
+from operator import sub
 
 BUCKETS = 2000
 
@@ -106,7 +107,10 @@ def gaps(xs: Sequence[float], threshold: float | None) -> list[tuple[float, floa
     """The (x before, x after) of each hole in a full-resolution series."""
     if threshold is None:
         return []
-    return [(a, b) for a, b in pairwise(xs) if b - a > threshold]
+    steps = list(map(sub, xs[1:], xs[:-1]))
+    if not steps or max(steps) <= threshold:  # as a rule: a key missing nowhere, found in C
+        return []
+    return [(xs[i], xs[i + 1]) for i, step in enumerate(steps) if step > threshold]
 
 
 def with_breaks(

@@ -127,6 +127,7 @@ def read_line(raw: bytes) -> Line | Reason:
         raw = raw[:-1]
     if len(raw) > MAX_LINE_BYTES:
         return Reason.TOO_LONG
+    finite = True  # orjson reads no NaN or Infinity: only the standard parser may
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -136,6 +137,7 @@ def read_line(raw: bytes) -> Line | Reason:
             value = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError):
             return Reason.NOT_JSON
+        finite = False
     if not isinstance(value, dict):
         return Reason.NOT_OBJECT
 
@@ -148,13 +150,23 @@ def read_line(raw: bytes) -> Line | Reason:
     passed_over: list[str] = []
     bad_keys: list[str] = []
     for key, number in leaves:
-        if not KEY_PATTERN.fullmatch(key):
-            bad_keys.append(key)
-        elif type(number) is float and not math.isfinite(number):
+        if key not in _CARRIABLE:
+            if not KEY_PATTERN.fullmatch(key):
+                bad_keys.append(key)
+                continue
+            if len(_CARRIABLE) < _CARRIABLE_MOST:
+                _CARRIABLE.add(key)
+        if not finite and type(number) is float and not math.isfinite(number):
             passed_over.append(key)
         else:
             numbers[key] = number
     return Line(numbers, tuple(passed_over), tuple(bad_keys))
+
+
+# Names already found carriable: a run writes the same few keys on every line, and matching
+# each against KEY_PATTERN again costs as much as reading the line. Bounded, whatever comes.
+_CARRIABLE: set[str] = set()
+_CARRIABLE_MOST = 4096
 
 
 def _flatten(obj: dict, prefix: str, leaves: list[tuple[str, Number]]) -> None:

@@ -110,6 +110,8 @@ class Run(models.Model):
     # The ingester's bookmark: bytes of telemetry.jsonl stored, and points so far (the last seq).
     offset = models.BigIntegerField(default=0)
     points = models.IntegerField(default=0)
+    # Points up to this seq are stored by key (Chunk); the later ones whole (Point).
+    sealed = models.IntegerField(default=0)
     telemetry_closed = models.BooleanField(default=False)
     # The offset is inside a line already dropped as too long: skip to its newline.
     in_long_line = models.BooleanField(default=False)
@@ -193,9 +195,14 @@ class Layout(models.Model):
 
 
 class Point(models.Model):
+    """A point stored whole, until its window of chunks.WINDOW points is sealed into chunks: the
+    newest points of a live run, fewer than a window of them. A row a point is the cheapest
+    write there is, and a live run writes a few points at a time."""
+
     run = models.ForeignKey(Run, models.CASCADE, related_name="point_set")
     seq = models.IntegerField()  # the point's place in the run: 1-based, gap-free
-    data = models.JSONField()
+    # Its numbers as JSON text, as the ingester wrote it: read back as written on every database.
+    data = models.TextField()
 
     class Meta:
         constraints = [
@@ -205,6 +212,78 @@ class Point(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id}#{self.seq}"
+
+
+class Chunk(models.Model):
+    """One key's values in one window of chunks.WINDOW points, sealed: written once, never
+    changed. chunks.py packs and unpacks them."""
+
+    # No index of its own: both indexes below lead with the run.
+    run = models.ForeignKey(Run, models.CASCADE, related_name="chunks", db_index=False)
+    key_no = models.SmallIntegerField()  # the key's Key.order
+    window_no = models.IntegerField()  # (seq - 1) // WINDOW
+    count = models.IntegerField()
+    first_seq = models.IntegerField()
+    stride = models.IntegerField()  # between seqs when evenly spaced; 0 when seqs lists them
+    seqs = models.BinaryField(null=True)
+    kind = models.SmallIntegerField()  # chunks.FLOATS, INTS or MIXED
+    vals = models.BinaryField()
+    low = models.FloatField()  # the lowest and highest value: an x range finds its windows
+    high = models.FloatField()
+
+    class Meta:
+        constraints = [
+            # A key's values by seq range: a panel's series, div telemetry RUN KEY.
+            models.UniqueConstraint(
+                fields=["run", "key_no", "window_no"], name="one_chunk_per_key_and_window"
+            ),
+        ]
+        indexes = [
+            # Every key's values by seq range: whole points for --json, the websocket's
+            # backlog, the points API and the admin.
+            models.Index(fields=["run", "window_no"], name="chunks_by_window"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} key {self.key_no} window {self.window_no}"
+
+
+class Overview(models.Model):
+    """Min/max buckets of a y key against an x key that a panel draws (overview.py), as of
+    `upto`: a panel's first view and a sparkline read these, not the points."""
+
+    run = models.ForeignKey(Run, models.CASCADE, related_name="overviews", db_index=False)
+    y_no = models.SmallIntegerField()  # Key.order
+    x_no = models.SmallIntegerField()  # Key.order, or 0: the point's seq
+    upto = models.IntegerField()  # the last seq taken in: the run's sealed seq when written
+    head = models.BinaryField()  # size, counts, first and last point, spacing
+    coarse = models.BinaryField()  # the coarse level's buckets, whole
+
+    class Meta:
+        constraints = [
+            # A panel's pair, and every pair of a run when the ingester takes it up.
+            models.UniqueConstraint(fields=["run", "y_no", "x_no"], name="one_overview_per_pair"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} key {self.y_no} against {self.x_no}"
+
+
+class OverviewPart(models.Model):
+    """overview.PART fine buckets of an overview: a new window rewrites only its last part."""
+
+    overview = models.ForeignKey(Overview, models.CASCADE, related_name="parts", db_index=False)
+    part = models.SmallIntegerField()
+    buckets = models.BinaryField()
+
+    class Meta:
+        constraints = [
+            # An overview's parts in order.
+            models.UniqueConstraint(fields=["overview", "part"], name="one_overview_part"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.overview} part {self.part}"
 
 
 class Key(models.Model):

@@ -1,26 +1,33 @@
-"""Reads shared by the CLI, the API and the pages: a run by name, its keys, drops and points,
-cheaply."""
+"""Reads shared by the CLI, the API, the websocket, the pages and the admin: each costs what it
+returns.
+
+A key's values are read from its own chunks (storage.py), an index range, whatever else the run
+writes; a panel's first view from its pair's overview, about 2,000 buckets. Every read takes
+the points not sealed yet from their rows, read first, as storage.py says.
+"""
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-import orjson
-from django.db import connection
 from django.db.models import Count
 
-from telemetry import supervision
+from telemetry import chunks, storage, supervision
+from telemetry.chunks import WINDOW, window_of, window_start
+from telemetry.downsample import GAP_FACTOR
 from telemetry.errors import RunNotFound
 from telemetry.ingest import Follower
-from telemetry.layout import panel_x, point_x
+from telemetry.layout import panel_x
 from telemetry.lines import Number, Reason
-from telemetry.models import Drop, Key, Point, Run, Secret
+from telemetry.models import Drop, Key, Run, Secret
+from telemetry.overview import Overview
 from telemetry.tables import points_cell
 
-BATCH = 5000
+WINDOWS_A_READ = 5  # windows read in one statement: lists of about 5,000 points
 
 
 def keys_of(run: Run) -> list[Key]:
@@ -32,32 +39,51 @@ def drops_of(run: Run) -> list[tuple[str, int]]:
     return [(reason, counts[reason]) for reason in Reason if reason in counts]
 
 
+def key_numbers(run_id: int, names: Sequence[str | None] | None = None) -> dict[str, int]:
+    """Key name -> Key.order, the number its chunks are stored under (every key when names is
+    None)."""
+    found = Key.objects.filter(run_id=run_id)
+    if names is not None:
+        found = found.filter(name__in=[name for name in names if name is not None])
+    return dict(found.values_list("name", "order"))
+
+
+def _unsealed(run_id: int, after: int, upto: int | None) -> tuple[list[tuple[int, dict]], int]:
+    """The points stored whole from after to upto that are past the sealed seq, and the sealed
+    seq: the rows are read first (storage.py says why)."""
+    rows = storage.tail(run_id, after=after, upto=upto)
+    sealed = storage.sealed(run_id)
+    return [(seq, data) for seq, data in rows if seq > sealed], sealed
+
+
+def _window_groups(low: int, high: int) -> Iterator[tuple[int, int]]:
+    """(first, last) windows of the seqs low to high, a few windows at a time."""
+    first, last = window_of(low), window_of(high)
+    for start in range(first, last + 1, WINDOWS_A_READ):
+        yield start, min(last, start + WINDOWS_A_READ - 1)
+
+
 def point_batches(
     run_id: int, *, after: int = 0, upto: int | None = None
 ) -> Iterator[list[tuple[int, dict]]]:
     """A run's (seq, data) in seq order, after a seq and up to one, a list at a time.
 
-    Read through a raw cursor and decoded once with orjson: a run's 200,000 points through the
-    ORM, or the database pulling keys out of each row's JSON, cost more than printing them.
-    Whole lists, not a point at a time, since each layer of generators over 200,000 points
-    costs as much as the decoding.
+    Sealed points are put back together from every key's chunks of a few windows at a time
+    (each point's keys in the order the run first wrote them), the newest from their rows.
     """
-    table = Point._meta.db_table
-    loads = orjson.loads
-    while True:
-        sql = f"SELECT seq, data FROM {table} WHERE run_id = %s AND seq > %s"
-        params: list = [run_id, after]
-        if upto is not None:
-            sql += " AND seq <= %s"
-            params.append(upto)
-        with connection.cursor() as cursor:
-            cursor.execute(sql + f" ORDER BY seq LIMIT {BATCH}", params)
-            rows = cursor.fetchall()
-        # SQLite gives the stored text; so does PostgreSQL's jsonb, as Django reads it.
-        yield [(seq, loads(data) if isinstance(data, (str, bytes)) else data) for seq, data in rows]
-        if len(rows) < BATCH:
-            return
-        after = rows[-1][0]
+    unsealed, sealed = _unsealed(run_id, after, upto)
+    high = sealed if upto is None else min(upto, sealed)
+    if high > after:
+        names = {number: name for name, number in key_numbers(run_id).items()}
+        for first, last in _window_groups(after + 1, high):
+            found = storage.columns(run_id, None, first, last)
+            batch: list[tuple[int, dict]] = []
+            for window in range(first, last + 1):
+                start = max(after + 1, window_start(window))
+                end = min(high, window_start(window) + WINDOW - 1)
+                batch += chunks.points_of(found.get(window, {}), names, start, end)
+            yield batch
+    yield unsealed
 
 
 def points(run_id: int, *, after: int = 0, upto: int | None = None) -> Iterator[tuple[int, dict]]:
@@ -70,57 +96,155 @@ def column_batches(
     run_id: int, x: str | None, keys: list[str], *, after: int = 0, upto: int | None = None
 ) -> Iterator[list[tuple]]:
     """Lists of (x, value of each key) per point, None where a point lacks one; x None is the
-    point's seq."""
-    for batch in point_batches(run_id, after=after, upto=upto):
-        if x is None:
-            yield [(seq, *map(data.get, keys)) for seq, data in batch]
-        else:
-            wanted = [x, *keys]
-            yield [tuple(map(data.get, wanted)) for _, data in batch]
+    point's seq. Only x's and the keys' chunks are read."""
+    unsealed, sealed = _unsealed(run_id, after, upto)
+    high = sealed if upto is None else min(upto, sealed)
+    if high > after:
+        numbers = key_numbers(run_id, [x, *keys])
+        wanted = [numbers.get(name) for name in [x, *keys]]
+        stored = [number for number in wanted if number is not None]
+        for first, last in _window_groups(after + 1, high):
+            found = storage.columns(run_id, stored, first, last)
+            batch: list[tuple] = []
+            for window in range(first, last + 1):
+                start = window_start(window)
+                low, end = max(after + 1, start) - start, min(high, start + WINDOW - 1) - start + 1
+                own = found.get(window, {})
+                columns = [chunks.cells(own.get(number), window, low, end) for number in wanted]
+                if x is None:
+                    columns[0] = range(start + low, start + end)
+                batch += zip(*columns, strict=True)
+            yield batch
+    yield [(seq if x is None else data.get(x), *map(data.get, keys)) for seq, data in unsealed]
 
 
-def series(run_id: int, y: str, x: str | None, *, upto: int) -> tuple[list, list]:
-    """A key's points up to a seq as (xs, ys) in seq order, leaving off points without the x key.
+def series(
+    run_id: int,
+    y: str,
+    x: str | None,
+    *,
+    upto: int,
+    low: float | None = None,
+    high: float | None = None,
+) -> tuple[list, list]:
+    """A key's points up to a seq as (xs, ys) in seq order, leaving off points without the x
+    key; with low or high, only those with x in that range (zooming in).
 
     `upto` is the run's point count when the request began: the tab then takes live points
-    from the seq after it, with none missed and none twice. The database pulls out just the
-    two numbers: no point is decoded whole in Python.
+    from the seq after it, with none missed and none twice. Only y's and x's chunks are read,
+    and with a range of x only the windows x's values say it is in.
     """
-    x_sql, x_params = _extract(x)
-    y_sql, y_params = _extract(y)
-    table = Point._meta.db_table
-    where = "WHERE run_id = %s AND seq <= %s ORDER BY seq"
-    with connection.cursor() as cursor:
-        if connection.vendor == "sqlite":
-            # Two JSON arrays built in SQLite and decoded in C: no Python object per row. The
-            # -> operator hands each number on as written, where json_extract would round it.
-            x_json = "seq" if x is None else "data -> %s"
-            cursor.execute(
-                f"SELECT json_group_array({x_json}), json_group_array(data -> %s)"
-                f" FROM (SELECT seq, data FROM {table} {where})",
-                [*x_params, *y_params, run_id, upto],
-            )
-            xs, ys = map(orjson.loads, cursor.fetchone())
+    unsealed, sealed = _unsealed(run_id, 0, upto)
+    numbers = key_numbers(run_id, [y, x])
+    if y not in numbers or (x is not None and x not in numbers):
+        return [], []
+    y_no, x_no = numbers[y], numbers.get(x)
+    lo = -math.inf if low is None else low
+    hi = math.inf if high is None else high
+    xs: list = []
+    ys: list = []
+    last_seq = min(upto, sealed)
+    if last_seq > 0:
+        last = window_of(last_seq)
+        if x_no is not None and (low is not None or high is not None):
+            windows = storage.windows_within(run_id, x_no, lo, hi, last)
+        elif x_no is None:  # x is the seq: the range is a range of windows
+            first_seq = max(1, math.ceil(lo)) if lo > 0 else 1
+            last_in = last_seq if hi == math.inf else min(last_seq, math.floor(hi))
+            windows = list(range(window_of(first_seq), window_of(last_in) + 1))
         else:
-            cursor.execute(
-                f"SELECT {x_sql}, {y_sql} FROM {table} {where}",
-                [*x_params, *y_params, run_id, upto],
-            )
-            rows = cursor.fetchall()
-            xs, ys = (list(column) for column in zip(*rows, strict=True)) if rows else ([], [])
-    if None in xs or None in ys:  # a scan in C: the usual dense key pays nothing more
-        kept = [(a, b) for a, b in zip(xs, ys, strict=True) if a is not None and b is not None]
+            windows = list(range(last + 1))
+        xs, ys = storage.pair_points(run_id, y_no, x_no, windows, last_seq)
+    for seq, data in unsealed:
+        value = data.get(y)
+        if value is not None:
+            at = seq if x is None else data.get(x)
+            if at is not None:
+                xs.append(at)
+                ys.append(value)
+    if low is not None or high is not None:
+        kept = [(a, b) for a, b in zip(xs, ys, strict=True) if lo <= a <= hi]
         return [a for a, _ in kept], [b for _, b in kept]
     return xs, ys
 
 
-def _extract(key: str | None) -> tuple[str, list]:
-    """SQL for one number of a point's data, and its parameters; None is the point's seq."""
-    if key is None:
-        return "seq", []
-    if connection.vendor == "postgresql":
-        return "(data -> %s)::float8", [key]
-    return "json_extract(data, %s)", ['$."' + key + '"']
+def overview(
+    run_id: int, y: str, x: str | None, *, upto: int, buckets: bool = True
+) -> Overview | None:
+    """The pair's overview up to a seq, when a panel draws the pair: its stored buckets, with
+    the points not sealed yet taken in. None for a pair no panel draws (or when a window was
+    sealed past `upto` during the read: the caller reads the points then).
+
+    Without buckets, only what its size, point count and gap say: enough to tell whether it
+    draws the series, and to judge the series' gaps when its points are read instead.
+    """
+    unsealed = storage.tail(run_id, upto=upto)
+    numbers = key_numbers(run_id, [y, x])
+    if y not in numbers or (x is not None and x not in numbers):
+        return None
+    x_no = storage.SEQ if x is None else numbers[x]
+    found = storage.overview(run_id, numbers[y], x_no, buckets=buckets)
+    if found is None or found[1] > upto:
+        return None
+    summary, taken = found
+    xs, ys = _pairs(unsealed, taken, y, x)
+    if buckets:
+        summary.add(xs, ys)
+    else:
+        summary.count(len(ys))
+    return summary
+
+
+def _pairs(points: Sequence[tuple[int, dict]], after: int, y: str, x: str | None):
+    xs: list = []
+    ys: list = []
+    for seq, data in points:
+        if seq > after and y in data:
+            at = seq if x is None else data.get(x)
+            if at is not None:
+                xs.append(at)
+                ys.append(data[y])
+    return xs, ys
+
+
+def value_at(run_id: int, key: str, seq: int) -> Number | None:
+    """The key's value at a seq, if the point there carries it."""
+    unsealed, sealed = _unsealed(run_id, seq - 1, seq)
+    if seq > sealed:
+        return unsealed[0][1].get(key) if unsealed else None
+    number = key_numbers(run_id, [key]).get(key)
+    if number is None:
+        return None
+    column = storage.columns(run_id, [number], window_of(seq), window_of(seq))
+    found = column.get(window_of(seq), {}).get(number)
+    if found is None:
+        return None
+    found = chunks.within(found, seq, seq)
+    return found.values[0] if found.values else None
+
+
+def sparklines(
+    run_ids: Sequence[int], y: str, x: str | None, *, buckets: int = 64
+) -> dict[int, tuple[list, list]]:
+    """y against x for many runs at once, at about `buckets` min/max buckets each: read from
+    each pair's coarse level (128 buckets at most) and its points not sealed yet, never from
+    the fine level or the sealed points. Runs whose panels do not draw the pair are left out."""
+    run_ids = list(run_ids)
+    unsealed: dict[int, list] = {}
+    for run_id, seq, data in storage.tails(run_ids):
+        unsealed.setdefault(run_id, []).append((seq, data))
+    drawn = {}
+    for run_id, (head, coarse, taken) in storage.coarse_overviews(run_ids, y, x).items():
+        summary = Overview.stored(head, [], coarse)
+        xs, ys = _pairs(unsealed.get(run_id, []), taken, y, x)
+        summary.add(xs, ys, fine=False)
+        if summary.first is None:
+            continue
+        spacing = summary.coarse.spacing()
+        gap = None if spacing is None else GAP_FACTOR * spacing
+        xs, ys, _ = summary.view(buckets, summary.coarse, gap)
+        drawn[run_id] = (xs, ys)
+    return drawn
 
 
 # ---- what the CLI, the API and the pages look up by name ---------------------------------
@@ -192,10 +316,9 @@ def report(name: str, *, x: str | None = None) -> Report:
 
 def x_at(run: Run, seq: int | None, x: str | None) -> Number | None:
     """The x of the point at a seq: its seq when x is None; None when it has no such x."""
-    if seq is None:
-        return None
-    data = Point.objects.filter(run=run, seq=seq).values_list("data", flat=True).first()
-    return point_x(x, seq, data or {})
+    if seq is None or x is None:
+        return seq
+    return value_at(run.pk, x, seq)
 
 
 def stretches(run: Run, *, follow: bool) -> Iterator[tuple[int, int]]:

@@ -11,23 +11,23 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-import orjson
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.tokens import default_token_generator
-from django.db import connection, transaction
+from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
-from telemetry import address, encryption, live, processes, shipping
+from telemetry import address, encryption, live, processes, shipping, storage
 from telemetry.errors import Refused
 from telemetry.layout import LayoutError, default_layout, parse_layout
 from telemetry.lines import notice
 from telemetry.masking import MIN_LENGTH, Masker, too_short
-from telemetry.models import Drop, Key, Layout, Membership, Org, Point, Run, Secret
+from telemetry.models import Drop, Key, Layout, Membership, Org, Run, Secret
 from telemetry.names import slug
+from telemetry.sealing import Sealing
 from telemetry.tailing import Mark
 from telemetry.tally import KeyStats, Tally
 
@@ -436,7 +436,22 @@ def tally_load(*, run: Run) -> Tally:
         for k in Key.objects.filter(run=run).order_by("order")
     }
     drops = dict(Drop.objects.filter(run=run).values_list("reason", "count"))
-    return Tally(keys=keys, points=run.points, drops=drops)
+    return Tally(keys=keys, points=run.points, drops=drops, sealing=_sealing_load(run, keys))
+
+
+def _sealing_load(run: Run, keys: dict[str, KeyStats]) -> Sealing:
+    names: dict[int, str | None] = {stats.order: name for name, stats in keys.items()}
+    names[storage.SEQ] = None
+    return Sealing(
+        layout=Layout.objects.filter(run=run).values_list("parsed", flat=True).first()
+        or default_layout(),
+        sealed=run.sealed,
+        unsealed=storage.tail(run.pk, after=run.sealed),
+        overviews={
+            (names[y_no], names[x_no]): summary
+            for (y_no, x_no), (summary, _) in storage.overviews(run.pk).items()
+        },
+    )
 
 
 def log_append(run: Run, text: str) -> None:
@@ -459,8 +474,11 @@ def ingest_batch(
     """Store what the tally took since it last settled, with the file offset, atomically.
 
     A killed ingester resumes from the stored offset against the stored stats: every line is
-    stored once, none twice. The mark (which file the offset counts bytes of) is stored with
-    it, so a file rotated meanwhile is known for another; notes go to the run's log after.
+    stored once, none twice. Points are stored whole until their window of chunks.WINDOW
+    points is complete; then, in the same transaction, the window is sealed by key into chunks
+    and overviews (docs/storage.md), as is the last window when the telemetry closes. The mark
+    (which file the offset counts bytes of) is stored with it, so a file rotated meanwhile is
+    known for another; notes go to the run's log after.
     """
     points = tally.new_points
     marked = {}
@@ -470,13 +488,17 @@ def ingest_batch(
             "telemetry_head": mark.head,
             "telemetry_problem": mark.problem,
         }
+    if tally.sealing is None:
+        tally.sealing = _sealing_load(run, tally.keys)
+    sealing = tally.sealing
+    windows = sealing.take(points, close=close)
     with transaction.atomic():
-        if points:
-            with connection.cursor() as cursor:
-                cursor.executemany(
-                    f"INSERT INTO {Point._meta.db_table} (run_id, seq, data) VALUES (%s, %s, %s)",
-                    [(run.pk, seq, orjson.dumps(numbers).decode()) for seq, numbers in points],
-                )
+        # A point whose window is complete now is sealed at once, never stored whole.
+        fresh = points[max(0, sealing.sealed + 1 - points[0][0]) :] if points else []
+        storage.tail_append(run.pk, fresh)
+        if windows:
+            key_nos = {name: stats.order for name, stats in tally.keys.items()}
+            storage.seal(run.pk, sealing=sealing, windows=windows, key_nos=key_nos)
         if tally.changed:
             Key.objects.bulk_create(
                 [_key_row(run, tally.keys[name]) for name in tally.changed],
@@ -494,10 +516,12 @@ def ingest_batch(
         Run.objects.filter(pk=run.pk).update(
             offset=offset,
             points=tally.points,
+            sealed=sealing.sealed,
             in_long_line=in_long_line,
             telemetry_closed=close,
             **marked,
         )
+    run.sealed = sealing.sealed
     run.offset, run.points, run.in_long_line, run.telemetry_closed = (
         offset,
         tally.points,

@@ -2,7 +2,8 @@
 
 Pure: no Django, no I/O. The ingester loads a Tally from the database, feeds it lines in the
 order they were written, and stores what changed in the same transaction as the points, so the
-run's limits (256 keys, 200,000 points) and key stats are decided in one place.
+run's limits (256 keys, 200,000 points) and key stats are decided in one place. It carries the
+run's Sealing too: what is held between batches to store the points by key.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from telemetry.lines import MAX_KEYS, MAX_POINTS, Line, Number, Reason
+from telemetry.sealing import Sealing
 
 
 @dataclass
@@ -24,6 +26,7 @@ class KeyStats:
     first_passed_seq: int | None = None  # where the run first wrote one: where it diverged
 
     def take(self, value: Number) -> None:
+        """What a stat card reduces: the last value, the lowest and the highest."""
         self.count += 1
         self.last = value
         if self.min is None or value < self.min:
@@ -41,6 +44,7 @@ class Tally:
     new_points: list[tuple[int, dict[str, Number]]] = field(default_factory=list)
     changed: set[str] = field(default_factory=set)
     first_drops: list[str] = field(default_factory=list)
+    sealing: Sealing | None = None
 
     def add(self, line: Line | Reason) -> None:
         if isinstance(line, Reason):
@@ -52,12 +56,20 @@ class Tally:
             self.drop(Reason.TOO_MANY_POINTS)
             return
 
-        numbers = {}
-        for name, value in line.numbers.items():
-            stats = self.key(name)
-            if stats is not None:
-                stats.take(value)
-                numbers[name] = value
+        numbers = line.numbers
+        keys, changed = self.keys, self.changed
+        left_out = False
+        for name, value in numbers.items():
+            stats = keys.get(name)
+            if stats is None:
+                stats = self.key(name)
+                if stats is None:
+                    left_out = True
+                    continue
+            stats.take(value)
+        if left_out:
+            numbers = {name: value for name, value in numbers.items() if name in keys}
+        changed.update(numbers)
         if numbers:
             self.points += 1
             self.new_points.append((self.points, numbers))

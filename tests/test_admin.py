@@ -9,9 +9,8 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from telemetry import services
+from telemetry import queries, services
 from telemetry.ingest import Ingester
-from telemetry.models import Run
 
 pytestmark = pytest.mark.django_db
 
@@ -23,14 +22,13 @@ def staff(client):
     return client
 
 
-@pytest.fixture
-def run(home):
+def ended_run(points: int):
     org = services.org_get_or_create()
     run = services.run_create(
         org=org, command=["train"], layout_source='[[panel]]\ntitle = "Loss"\ny = "loss"\n'
     )
     with open(run.telemetry_path, "w") as f:
-        for step in range(1, 1001):
+        for step in range(1, points + 1):
             f.write(json.dumps({"step": step, "loss": 1 / step}) + "\n")
         f.write("not json\n")
     services.run_finish(run=run, exit_code=0)
@@ -39,6 +37,11 @@ def run(home):
         pass
     run.refresh_from_db()
     return run
+
+
+@pytest.fixture
+def run(home):
+    return ended_run(1000)
 
 
 def test_a_run_page_shows_its_keys_drops_and_layout(staff, run):
@@ -50,28 +53,27 @@ def test_a_run_page_shows_its_keys_drops_and_layout(staff, run):
     assert "1000 points" in page
 
 
-def test_the_points_page_reads_one_page_of_points_however_many_the_run_has(staff, run):
-    with CaptureQueriesContext(connection) as queries:
-        page = staff.get(f"/admin/telemetry/point/?run__id__exact={run.pk}")
+def test_the_points_page_reads_one_page_of_points_however_many_the_run_has(staff, home):
+    run = ended_run(3000)
+
+    with CaptureQueriesContext(connection) as captured:
+        page = staff.get(f"/admin/telemetry/run/{run.pk}/points/?page=25")
 
     assert page.status_code == 200
-    assert len(page.context["cl"].result_list) == 100
-    reads = [q["sql"] for q in queries if '"telemetry_point"."data"' in q["sql"]]
-    assert reads and all("LIMIT 100" in sql for sql in reads)
-    point = Run.objects.get().point_set.first()
-    assert staff.get(f"/admin/telemetry/point/{point.pk}/change/").status_code == 200
+    shown = page.context["points"]
+    assert [seq for seq, _ in shown] == list(range(2401, 2501))
+    assert json.loads(shown[0][1]) == {"step": 2401, "loss": 1 / 2401}
+    # Seqs 2401 to 2500 are in the third window of 1,024 points: only its chunks are read.
+    reads = [q["sql"] for q in captured if "telemetry_chunk" in q["sql"]]
+    assert reads and all("BETWEEN 2 AND 2" in sql for sql in reads)
 
 
 def test_points_cannot_be_added_changed_or_deleted_in_the_admin(staff, run):
-    point = run.point_set.order_by("seq").first()
+    assert staff.get("/admin/telemetry/point/add/").status_code == 404
+    assert staff.get("/admin/telemetry/point/1/change/").status_code == 404
+    assert staff.post(f"/admin/telemetry/run/{run.pk}/points/", {"seq": 5}).status_code == 405
 
-    assert staff.get("/admin/telemetry/point/add/").status_code == 403
-    assert staff.post(f"/admin/telemetry/point/{point.pk}/change/", {"seq": 5}).status_code == 403
-    assert (
-        staff.post(f"/admin/telemetry/point/{point.pk}/delete/", {"post": "yes"}).status_code == 403
-    )
-    point.refresh_from_db()
-    assert point.seq == 1
+    assert next(queries.points(run.pk)) == (1, {"step": 1, "loss": 1.0})
 
 
 def test_a_secret_value_is_never_shown(staff):

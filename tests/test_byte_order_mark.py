@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from telemetry import queries
 from telemetry.lines import BOM, Reason, read_line
 
 pytest_plugins = ["tests.personas"]
@@ -16,7 +17,7 @@ def append(run, data: bytes) -> None:
 
 
 def points(run) -> list[dict]:
-    return list(run.point_set.order_by("seq").values_list("data", flat=True))
+    return [data for _, data in queries.points(run.pk)]
 
 
 def drops(run) -> dict[str, int]:

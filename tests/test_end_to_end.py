@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from telemetry.models import Drop, Key, Point, Run
+from telemetry import queries
+from telemetry.models import Drop, Key, Run
 from tests.conftest import ROOT, wait_for
 
 SECRET = 'hunter2"\\x'
@@ -230,9 +231,7 @@ def test_an_ingester_killed_mid_file_resumes_with_every_line_stored_once(div, ho
     assert resumed.returncode == 0, resumed.stderr
     run.refresh_from_db()
     assert (run.points, run.telemetry_closed) == (total, True)
-    steps = sorted(
-        data["step"] for data in Point.objects.filter(run=run).values_list("data", flat=True)
-    )
+    steps = sorted(data["step"] for _, data in queries.points(run.pk))
     assert steps == list(range(1, total + 1))
     assert Key.objects.get(run=run, name="step").count == total
     assert not Drop.objects.filter(run=run).exists()

@@ -15,18 +15,15 @@ import sys
 
 import pytest
 
-from telemetry import services
-from telemetry.models import Drop, Point, Run
+from telemetry import queries, services
+from telemetry.models import Drop, Run
 from tests.conftest import ROOT, wait_for
 
 pytest_plugins = ["tests.personas"]
 
 
 def steps(run: Run) -> list[int]:
-    return [
-        d["step"]
-        for d in Point.objects.filter(run=run).order_by("seq").values_list("data", flat=True)
-    ]
+    return [data["step"] for _, data in queries.points(run.pk)]
 
 
 def write(path, first: int, count: int) -> None:
