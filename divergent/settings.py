@@ -9,6 +9,9 @@ DEBUG            "1" to show Django's debug pages
 ALLOWED_HOSTS    comma-separated host names the server answers to
 DIVERGENT_SHIP_LIMIT   the most a run's shipped files may weigh (default 100MB; off for none)
 DIVERGENT_DB_TIMEOUT   seconds a SQLite write waits for another writer (30); a run's end retries
+DIVERGENT_REMOTE_LOST_AFTER   seconds of silence that make a remote client's run lost (120)
+DIVERGENT_TOKEN  on a GPU machine, with DIVERGENT_URL: every `div` command talks to that server
+                 over its API (telemetry/remote.py reads it; settings need not)
 
 A variable that cannot be read stops start-up with one line naming it (BadSetting).
 """
@@ -148,6 +151,8 @@ RUNS_DIR = DIVERGENT_HOME / "runs"
 DIVERGENT_URL = env_url("DIVERGENT_URL")
 # Read when a run ships, where a bad value is one line of `div run` (telemetry/shipping.py).
 SHIP_LIMIT = os.environ.get("DIVERGENT_SHIP_LIMIT", "100MB")
+# Silence after which a run whose `div` reports over the API (a GPU machine's) shows as lost.
+REMOTE_LOST_AFTER = env_seconds("DIVERGENT_REMOTE_LOST_AFTER", 120)
 
 DEBUG = env_flag("DEBUG")
 SECRET_KEY = env_secret_key("SECRET_KEY")
@@ -247,7 +252,11 @@ LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
+    # A token first: a client that sends one is answered for it alone (telemetry/authentication.py).
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "telemetry.authentication.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "UNAUTHENTICATED_USER": None,

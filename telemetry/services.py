@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
+import secrets
 import shutil
 import stat
 import tempfile
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 
 import orjson
@@ -21,12 +24,12 @@ from django.utils import timezone
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
-from telemetry import address, encryption, live, processes, shipping
+from telemetry import address, encryption, homes, live, processes, shipping
 from telemetry.errors import Refused
 from telemetry.layout import LayoutError, default_layout, parse_layout
 from telemetry.lines import notice
 from telemetry.masking import MIN_LENGTH, Masker, too_short
-from telemetry.models import Drop, Key, Layout, Membership, Org, Point, Run, Secret
+from telemetry.models import Drop, Key, Layout, Membership, Org, Point, Run, Secret, Token
 from telemetry.names import slug
 from telemetry.tailing import Mark
 from telemetry.tally import KeyStats, Tally
@@ -100,10 +103,14 @@ def user_add(*, username: str, orgs: list[str], base: str | None = None) -> str:
 
 def user_link(*, username: str, base: str | None = None) -> str:
     """A new one-time login link for a user."""
+    return login_link(user=user_named(username), base=base)
+
+
+def user_named(username: str):
     user = get_user_model().objects.filter(username=username).first()
     if user is None:
         raise Refused(NO_USER.format(name=username))
-    return login_link(user=user, base=base)
+    return user
 
 
 @transaction.atomic
@@ -147,6 +154,8 @@ def run_create(
     layout_source: str = "",
     layout_origin: str = "",
     files_from: Path | None = None,
+    creator=None,
+    remote: bool = False,
 ) -> Run:
     """Validate the layout, ship the files, and create the run with its folder.
 
@@ -165,7 +174,13 @@ def run_create(
         with transaction.atomic():
             # Stored masked: the API, the run page and the admin show it. The process is given
             # the command itself by whoever runs it (runner.execute), never from here.
-            run = Run.objects.create(org=org, command=masker_for(org.pk).mask_args(command))
+            run = Run.objects.create(
+                org=org,
+                command=masker_for(org.pk).mask_args(command),
+                home=homes.home_id(),
+                creator=creator,
+                remote=remote,
+            )
             Layout.objects.create(
                 run=run, source=layout_source, origin=layout_origin, parsed=parsed
             )
@@ -528,3 +543,43 @@ def _key_row(run: Run, stats: KeyStats) -> Key:
         passed_over=stats.passed_over,
         first_passed_seq=stats.first_passed_seq,
     )
+
+
+# ---- API tokens --------------------------------------------------------------------------
+
+TOKEN_PREFIX = "div_"  # says what a token is wherever one turns up (a log, a paste)
+TOKEN_TOUCH = timedelta(minutes=1)  # last_used is written at most this often
+TOKEN_TAKEN = '{user} already has a token "{name}"; give another --name, or revoke that one first'
+NO_TOKEN = '{user} has no token "{name}"; div token list shows them'
+
+
+def token_digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", errors="surrogateescape")).hexdigest()
+
+
+@transaction.atomic
+def token_create(*, user, name: str | None = None) -> tuple[Token, str]:
+    """A new token of the user's and its text, which is shown this once: only its digest is
+    kept. Without a name, the first of token-1, token-2, ... the user has not used."""
+    if name is None:
+        taken = set(Token.objects.filter(user=user).values_list("name", flat=True))
+        name = next(f"token-{n}" for n in range(1, len(taken) + 2) if f"token-{n}" not in taken)
+    slug(name, "a token", like="laptop")
+    if Token.objects.filter(user=user, name=name).exists():
+        raise Refused(TOKEN_TAKEN.format(user=user.username, name=name))
+    text = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    return Token.objects.create(user=user, name=name, digest=token_digest(text)), text
+
+
+def token_revoke(*, user, name: str) -> None:
+    deleted, _ = Token.objects.filter(user=user, name=name).delete()
+    if not deleted:
+        raise Refused(NO_TOKEN.format(user=user.username, name=name))
+
+
+def token_used(*, token: Token) -> None:
+    """Note that the token was used: at most once a minute, not a write per request."""
+    now = timezone.now()
+    if token.last_used is None or now - token.last_used > TOKEN_TOUCH:
+        Token.objects.filter(pk=token.pk).update(last_used=now)
+        token.last_used = now
