@@ -53,6 +53,12 @@ def env_url(name: str) -> str | None:
     value = os.environ.get(name) or None
     if value is None:
         return None
+    return http_url(name, value)
+
+
+def http_url(name: str, value: str) -> str:
+    """The address without its trailing slash, or BadSetting naming what was wrong (`div login`
+    checks the address it is given with the same rule)."""
     parts = urlsplit(value)
     try:
         parts.port  # noqa: B018  (raises on a port that is not a number)

@@ -7,7 +7,7 @@ from django.utils.html import format_html
 
 from telemetry import services
 from telemetry.encryption import SecretsKeyError
-from telemetry.models import Drop, Key, Layout, Membership, Org, Point, Run, Secret
+from telemetry.models import Drop, Key, Layout, Membership, Org, Point, Run, Secret, Token
 
 
 class ReadOnlyInline(admin.TabularInline):
@@ -109,6 +109,9 @@ class RunAdmin(admin.ModelAdmin):
         "in_long_line",
         "lease_owner",
         "lease_until",
+        "home",
+        "remote",
+        "creator",
     ]
     fields = readonly_fields
     inlines = [LayoutInline, KeyInline, DropInline]
@@ -141,4 +144,28 @@ class PointAdmin(admin.ModelAdmin):
         return False
 
     def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Token)
+class TokenAdmin(admin.ModelAdmin):
+    """Tokens listed and revoked (deleted); never made here, since a token's text is shown
+    once to whoever makes it, and never shown, filtered or searched by its digest."""
+
+    list_display = ["name", "user", "created", "last_used"]
+    list_select_related = ["user"]
+    search_fields = ["name", "user__username"]
+    fields = ["user", "name", "created", "last_used"]
+    readonly_fields = fields
+    list_per_page = 50
+
+    def lookup_allowed(self, lookup, value, request=None):
+        if lookup.split("__")[0] == "digest":
+            return False
+        return super().lookup_allowed(lookup, value, request)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
         return False

@@ -13,9 +13,7 @@ from rest_framework.exceptions import AuthenticationFailed
 from telemetry import queries, services
 
 SCHEME = b"bearer"
-MALFORMED = (
-    "the Authorization header is not Bearer and a token; send Authorization: Bearer <token>"
-)
+MALFORMED = "the Authorization header is not Bearer and a token; send Authorization: Bearer <token>"
 UNKNOWN_TOKEN = (
     "the server does not know this token (revoked, or mistyped); make a new one with "
     "div token create on the server or on your account page, then div login"

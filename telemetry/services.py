@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import logging
 import os
@@ -10,7 +11,8 @@ import secrets
 import shutil
 import stat
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
@@ -165,12 +167,9 @@ def run_create(
     """
     parsed = parse_layout(layout_source) if layout_source else default_layout()
     plan = ship_plan(directory=files_from) if files_from is not None else None
-    partial = _partial_folder()
+    partial = folder_prepare(plan=plan, source=files_from)
     made = None
     try:
-        _ship(plan, files_from, partial / "files")
-        (partial / "telemetry.jsonl").touch()
-        (partial / "log").touch()
         with transaction.atomic():
             # Stored masked: the API, the run page and the admin show it. The process is given
             # the command itself by whoever runs it (runner.execute), never from here.
@@ -213,7 +212,7 @@ def run_launch(
         raise Refused(NOT_A_DIRECTORY.format(path=directory))
     if org is not None and not Org.objects.filter(name=org).exists():
         raise Refused(NO_ORG.format(name=org))
-    try:
+    with launch_refusals(directory):
         source, origin = layout_read(directory=directory, telemetry=telemetry)
         return run_create(
             org=org_get_or_create(name=org or DEFAULT_ORG),
@@ -222,6 +221,14 @@ def run_launch(
             layout_origin=origin,
             files_from=directory,
         )
+
+
+@contextmanager
+def launch_refusals(directory: Path) -> Iterator[None]:
+    """What reading the layout and shipping the directory can go wrong with, as the one
+    `div: ...` line each: the same for a run launched here and one launched to a server."""
+    try:
+        yield
     except LayoutError as e:
         raise Refused(REFUSED.format(why=e)) from None
     except shipping.ShipError as e:
@@ -231,6 +238,88 @@ def run_launch(
         raise Refused(CANNOT_SHIP.format(path=directory, why=why)) from None
     except OSError as e:
         raise Refused(CANNOT_SHIP.format(path=directory, why=e.strerror or e)) from None
+
+
+def folder_prepare(*, plan: shipping.Plan | None, source: Path | None) -> Path:
+    """A run's folder built aside (partial): the shipped files, an empty telemetry file and
+    log. Nothing is left of it if the copy fails; the caller renames it into place."""
+    partial = _partial_folder()
+    try:
+        _ship(plan, source, partial / "files")
+        (partial / "telemetry.jsonl").touch()
+        (partial / "log").touch()
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return partial
+
+
+NO_ORG_OF_YOURS = 'you have no org "{name}"; yours: {orgs}'
+WHICH_ORG = "name the run's org with --org; yours: {orgs}"
+
+
+def org_for_run(*, user, name: str | None) -> Org:
+    """The org a user's run goes to: the one named, if the user is a member of it; else
+    default if they are a member of it, else their only org. Another org's name is refused as
+    one that does not exist: it says nothing of the orgs of others."""
+    theirs = list(Org.objects.filter(membership__user=user).order_by("name"))
+    names = ", ".join(org.name for org in theirs) or "none, ask to be added to one"
+    if name is not None:
+        for org in theirs:
+            if org.name == name:
+                return org
+        raise Refused(NO_ORG_OF_YOURS.format(name=name, orgs=names))
+    for org in theirs:
+        if org.name == DEFAULT_ORG:
+            return org
+    if len(theirs) == 1:
+        return theirs[0]
+    raise Refused(WHICH_ORG.format(orgs=names))
+
+
+@transaction.atomic
+def run_open(
+    *,
+    user,
+    org: str | None,
+    command: list[str],
+    layout_source: str,
+    layout_origin: str,
+    host: str,
+    pid: int,
+) -> Run:
+    """A run made over the API for a `div run` on another machine: its files are uploaded
+    here (receiving.py), its supervisor is that `div`, heard from by its uploads and beats.
+    The layout is parsed here, as for any run; a refusal leaves nothing made."""
+    if not command:
+        raise Refused(NO_COMMAND)
+    the_org = org_for_run(user=user, name=org)
+    try:
+        run = run_create(
+            org=the_org,
+            command=command,
+            layout_source=layout_source,
+            layout_origin=layout_origin,
+            creator=user,
+            remote=True,
+        )
+    except LayoutError as e:
+        raise Refused(REFUSED.format(why=e)) from None
+    now = timezone.now()
+    Run.objects.filter(pk=run.pk).update(
+        started=now, heartbeat=now, supervisor_host=host, supervisor_pid=pid
+    )
+    run.started = run.heartbeat = now
+    run.supervisor_host, run.supervisor_pid = host, pid
+    return run
+
+
+def run_reopen(*, run: Run) -> None:
+    """New bytes for a run whose telemetry was closed (lost while its client was away): its
+    ingester reads on from where it stopped, and closes it again at the end."""
+    if Run.objects.filter(pk=run.pk, telemetry_closed=True).update(telemetry_closed=False):
+        run.telemetry_closed = False
+        live.notify_status(run.pk, run.status, False)
 
 
 def ship_plan(*, directory: Path) -> shipping.Plan:
@@ -456,8 +545,10 @@ def tally_load(*, run: Run) -> Tally:
 
 def log_append(run: Run, text: str) -> None:
     # One write per call with O_APPEND: the runner writes to the same log, and whole lines
-    # from each never interleave.
+    # from each never interleave. The log's lock keeps a note out of a remote run's upload,
+    # which records where its bytes went (receiving.py).
     with open(run.log_path, "a", encoding="utf-8") as log:
+        fcntl.flock(log, fcntl.LOCK_EX)
         log.write(text)
 
 
