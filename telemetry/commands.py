@@ -111,7 +111,9 @@ class DivCommandMixin:
             code = getattr(e, "exit_code", 1)
         except DatabaseError as e:
             home = settings.DIVERGENT_HOME
-            sys.stderr.write(f"div: {NOT_SET_UP.format(home=home) if _missing_table(e) else e}\n")
+            # One line, even of a driver's several ("...\n\tIs the server running ...").
+            why = NOT_SET_UP.format(home=home) if _missing_table(e) else " ".join(str(e).split())
+            sys.stderr.write(f"div: {why}\n")
             code = 1
         except BrokenPipeError:
             reader_gone(sys.stdout)
@@ -125,12 +127,9 @@ class DivCommandMixin:
     def invoke(self, ctx):
         # Here, once the words are parsed: --help needs no database. A client of a server has
         # none: it never connects to one, whatever DATABASE_URL says.
+        if self.where == SERVER:
+            server_only(ctx.command_path)
         client = remote.client()
-        if client is not None and self.where == SERVER:
-            command = ctx.command_path
-            raise Refused(
-                SERVER_ONLY.format(command=command, url=client.url, where=client.token_from)
-            )
         if client is None and self.where == CLIENT:
             raise Refused(CLIENT_ONLY.format(command=ctx.command_path))
         if client is None and self.writes is not None:
@@ -171,6 +170,14 @@ class group(command):
     """@group(help=...): a command with sub-commands, like div secrets set|list|delete."""
 
     cls = DivGroup
+
+
+def server_only(command: str) -> None:
+    """Refused, in one line, on a machine whose div is a server's client."""
+    client = remote.client()
+    if client is not None:
+        where = client.token_from
+        raise Refused(SERVER_ONLY.format(command=command, url=client.url, where=where))
 
 
 def database_ready(*, writes: bool) -> None:

@@ -1,0 +1,145 @@
+"""`div` on a machine with a token works against the server's API, with no database of its
+own: the same training script run locally and remotely prints the same bytes in every form."""
+
+# ruff: noqa: F811  (fixtures imported by name, as in test_browser.py)
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import sys
+
+import pytest
+
+from telemetry import services
+from telemetry.models import Run
+from tests.remote import (  # noqa: F401  (fixtures)
+    SECRET,
+    Machine,
+    closed,
+    project,
+    remote,
+    the_run,
+)
+
+FORMS = [
+    [],
+    ["loss", "eval.loss"],
+    ["loss", "--x", "epoch"],
+    ["--csv"],
+    ["loss", "--csv"],
+    ["--json"],
+    ["loss", "--json"],
+    ["loss", "-f"],
+    ["--json", "-f"],
+    ["acc"],
+    ["los"],
+]
+
+
+def test_a_run_made_remotely_prints_what_the_same_run_made_locally_prints(div, remote, tmp_path):
+    services.secret_put(org="acme", name="HF_TOKEN", value=SECRET)
+    folder = project(tmp_path)
+    server, gpu = Machine(tmp_path, div.env), remote.machine("alice")
+    command = ["--org", "acme", "--", sys.executable, "train.py"]
+
+    local, made = server.raw("run", str(folder), *command), gpu.raw("run", str(folder), *command)
+
+    assert (local.returncode, made.returncode) == (3, 3), made.stderr
+    here, there = local.stdout.split()[0], made.stdout.split()[0]
+    # Attached, a remote div run prints the log as its command writes it; what the server's
+    # ingester says of the telemetry (a line dropped) joins the log there, as div log shows.
+    notes = re.compile(rb"^telemetry: .*\n", re.MULTILINE)
+    assert made.stdout.replace(there, here) == notes.sub(b"", local.stdout)
+    assert made.stderr == b""
+    assert SECRET.encode() not in made.stdout and b"starting with ***" in made.stdout
+    here, there = here.decode(), there.decode()
+    closed(here), closed(there)
+    for form in FORMS:
+        read_here, read_there = (
+            server.raw("telemetry", here, *form),
+            gpu.raw("telemetry", there, *form),
+        )
+        assert read_there.stdout == read_here.stdout, form
+        assert read_there.stderr == read_here.stderr.replace(here.encode(), there.encode()), form
+        assert read_there.returncode == read_here.returncode, form
+    for follow in ([], ["-f"]):
+        log_here, log_there = server.raw("log", here, *follow), gpu.raw("log", there, *follow)
+        assert (
+            log_there.stdout == log_here.stdout == (tmp_path / "runs" / here / "log").read_bytes()
+        )
+        assert (log_there.stderr, log_there.returncode) == (b"", 0)
+    assert gpu.raw("telemetry").stdout == server.raw("telemetry").stdout  # alice sees both
+    assert gpu.raw("secrets", "list", "acme").stdout == b"HF_TOKEN\n"
+    run = the_run(there)
+    assert (run.remote, run.creator.username, run.exit_code) == (True, "alice", 3)
+    assert run.command == [sys.executable, "train.py"]
+
+
+def test_a_layout_the_server_refuses_prints_the_specs_line_and_makes_nothing(remote, tmp_path):
+    bad = 'x = "step"\n[[panel]]\ny = "loss"\n\n[[panel]]\ny = "loss"\nscael = "log"\n'
+    folder = project(tmp_path, layout=bad)
+    gpu = remote.machine("alice")
+
+    refused = gpu("run", str(folder), "--org", "acme", "--", sys.executable, "train.py")
+
+    assert (refused.returncode, refused.stdout) == (1, "")
+    assert refused.stderr == (
+        'div: the API refused the run: telemetry [[panel]] 2 has "scael", which is not one of '
+        "title, x, y, scale, min, max, rule, wide\n"
+    )
+    assert not Run.objects.exists()
+    assert not list(gpu.home.glob("runs/*"))  # nor on this machine, partial or whole
+
+
+def test_server_commands_on_a_client_say_where_they_work_in_one_line(remote):
+    gpu = remote.machine("alice")
+    for command in (["serve"], ["ingest", "--once"], ["user", "add", "zed"], ["migrate"]):
+        said = gpu(*command)
+        assert said.returncode == 1, command
+        assert said.stderr.count("\n") == 1 and "Traceback" not in said.stderr, command
+        assert "works where the database is" in said.stderr, command
+        assert remote.url in said.stderr, command
+
+
+def test_div_login_checks_the_token_then_keeps_it_for_this_user_alone(remote):
+    gpu = remote.machine("alice")
+    bare = {"DIVERGENT_TOKEN": None, "DIVERGENT_URL": None}
+    env = {k: v for k, v in gpu.env.items() if k not in bare}
+    gpu.env = env
+    kept = gpu.home / "config" / "divergent" / "config.toml"
+
+    wrong = gpu("login", remote.url, input="div_not-a-token\n")
+    assert wrong.returncode == 1 and wrong.stderr.startswith("div: the server does not know")
+    assert not kept.exists()
+
+    logged = gpu("login", remote.url + "/", input=remote.tokens["alice"] + "\n")
+    assert logged.returncode == 0, logged.stderr
+    assert logged.stdout == f"Logged in to {remote.url} as alice (orgs: acme); kept in {kept}\n"
+    assert stat.S_IMODE(os.stat(kept).st_mode) == 0o600
+    assert remote.tokens["alice"] in kept.read_text()
+    assert gpu("telemetry").returncode == 0  # a client now: its DATABASE_URL is never used
+    local = gpu("telemetry", DIVERGENT_TOKEN="")  # set to nothing: this machine's own database
+    assert local.stderr.startswith("div: connection failed") and local.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "env, said",
+    [
+        (
+            {"DIVERGENT_URL": "ftp://x"},
+            "div: DIVERGENT_URL='ftp://x' is not an http:// or https://",
+        ),
+        ({"DIVERGENT_URL": "http://127.0.0.1:9"}, "div: cannot reach the server at"),
+        ({"DIVERGENT_URL": "http://no-such-host.invalid"}, "div: cannot reach the server at"),
+        ({"DIVERGENT_TOKEN": "div_unknown"}, "div: the server does not know this token"),
+        ({"DIVERGENT_TOKEN": "two words"}, "div: the Authorization header is not Bearer"),
+    ],
+)
+def test_each_way_of_not_reaching_the_server_is_one_line(remote, env, said):
+    done = remote.machine("alice", **env)("telemetry")
+
+    assert done.returncode == 1
+    assert done.stderr.startswith(said) and done.stderr.count("\n") == 1, done.stderr
+    assert "Traceback" not in done.stderr
