@@ -254,6 +254,11 @@ STATICFILES_DIRS = [
     ("plotly", Path(importlib.util.find_spec("plotly").origin).parent / "package_data"),
 ]
 
+# The most of a request body Django reads: a chunk of an upload is at most 1 MiB
+# (telemetry/receiving.py), a layout sent to make a run up to 4 MiB, escaped in JSON. daphne
+# itself takes a body of any size before Django sees it: limit bodies at the reverse proxy.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 8 * 1024 * 1024
+
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 

@@ -197,15 +197,32 @@ def test_a_silent_client_shows_as_lost_and_runs_again_once_heard_from(div, tmp_p
     assert lost in run.log_path.read_text()
 
 
-def test_a_detached_remote_run_is_supervised_and_uploaded_to_its_end(remote, tmp_path):
+def test_a_detached_remote_run_is_uploaded_to_its_end_and_followed_from_another_machine(
+    remote, tmp_path
+):
     folder = project(tmp_path, PACED)
-    gpu = remote.machine("alice")
+    gpu, laptop = remote.machine("alice"), remote.machine("bob", name="laptop")
 
-    launched = gpu("run", str(folder), "--detach", *RUN, "10", "0.01")
+    launched = gpu("run", str(folder), "--detach", *RUN, "10", "0.01", "wait")
 
     assert (launched.returncode, launched.stderr) == (0, "")
     name = launched.stdout.removesuffix("\n")
     assert launched.stdout == f"{Run.objects.get().name}\n"
+    run = wait_for(points(2), 30, "two points")
+    following = laptop.popen("telemetry", name, "loss", "-f")
+    logging = laptop.popen("log", name, "-f")
+    try:
+        wait_for(lambda: following.stdout.readline() == b"step\tloss\n", 30, "the header")
+        go(gpu, run)
+        followed, said = following.communicate(timeout=60)
+        log, _ = logging.communicate(timeout=60)
+    finally:
+        following.kill()
+        logging.kill()
+
     run = closed(name)
     assert (run.status, run.exit_code, steps_stored(run)) == ("succeeded", 0, list(range(1, 11)))
-    assert "line 10\n" in run.log_path.read_text()
+    assert (following.returncode, said) == (0, b"")
+    assert followed.decode().splitlines() == [f"{step}\t{1 / step}" for step in range(1, 11)]
+    assert logging.returncode == 0 and log == run.log_path.read_bytes()
+    assert log.decode().splitlines()[-1] == "line 10"
