@@ -136,29 +136,44 @@ def supervise(client: Client, run: ClientRun, command: list[str], out=None) -> i
                 reread=uploader.masker,
             )
 
-        code = execute() if out is None else _attached(run.log_path, execute, out)
+        interrupted: list[KeyboardInterrupt] = []
+        code = execute() if out is None else _attached(run.log_path, execute, out, interrupted)
         run.state.exit_code = code
         run.state.save(run.folder)
         stop.set()
         sending.join()
         uploader.finish()
+        if interrupted:
+            raise interrupted[0]  # exit 130, as a local div run does, once the end is sent
         return code
 
 
-def _attached(log_path: Path, execute, out: logs.Printer) -> int:
-    """The command in a thread, its log printed here as written until it ends."""
+def _attached(log_path: Path, execute, out: logs.Printer, interrupted: list) -> int:
+    """The command in a thread, its log printed here as written until it ends. Ctrl-C stops
+    the printing; the command had it too, and its end is still recorded and sent."""
     ended: dict[str, int] = {}
-    commanding = threading.Thread(target=lambda: ended.update(code=execute()))
-    commanding.start()
-    with open(log_path, "rb") as log:
-        while True:
-            going = commanding.is_alive()
-            data = log.read()
-            if data:
-                out.write(data)
-            if not going:
-                break
-            commanding.join(logs.LOG_POLL)
+    done = threading.Event()  # not Thread.join: a join cut short by Ctrl-C may never return
+
+    def command() -> None:
+        try:
+            ended["code"] = execute()
+        finally:
+            done.set()
+
+    threading.Thread(target=command).start()
+    try:
+        with open(log_path, "rb") as log:
+            while True:
+                going = not done.is_set()
+                data = log.read()
+                if data:
+                    out.write(data)
+                if not going:
+                    break
+                done.wait(logs.LOG_POLL)
+    except KeyboardInterrupt as e:
+        interrupted.append(e)
+        done.wait()
     return ended.get("code", 1)
 
 

@@ -29,7 +29,7 @@ from telemetry import processes
 from telemetry.errors import Refused
 from telemetry.masking import Masker
 from telemetry.receiving import KINDS, MAX_CHUNK
-from telemetry.remote import Api, Conflict, ServerError, Unreachable
+from telemetry.remote import Api, Conflict, NotFound, ServerError, Unreachable
 from telemetry.shipping import format_size
 
 UPLOADS = ".upload"
@@ -52,6 +52,10 @@ BUSY = "{run} is being uploaded by its div run (pid {pid}) now, which catches up
 OTHER_SERVER = "{run} was made on {made}, not on {url}; div login {made} to upload it"
 NOT_HERE = "there is no {run} made from this machine in {home}; div sync uploads the runs there"
 ENDLESS = "the server keeps asking for more of {run} than this machine has"
+GONE = (
+    "the server at {url} has no {run} of this token's user (deleted, or another server now "
+    "answers there)"
+)
 NO_END = (
     "{run}'s div run was stopped before its command ended: what it wrote is uploaded, and the "
     "server shows it as lost"
@@ -195,7 +199,16 @@ class Uploader:
         """Send what is new of each file; the bytes sent. While the command runs (not final),
         telemetry goes a whole line at a time: the server's copy never ends inside a line, so
         a run judged lost meanwhile loses no line to a cut."""
-        return sum(self._send(kind, final) for kind in ORDER)
+        with self.found():
+            return sum(self._send(kind, final) for kind in ORDER)
+
+    @contextmanager
+    def found(self) -> Iterator[None]:
+        """A 404 from the server, said as what it means for this run."""
+        try:
+            yield
+        except NotFound:
+            raise Refused(GONE.format(url=self.api.url, run=self.run)) from None
 
     def _send(self, kind: str, final: bool) -> int:
         path = self.folder / FILES[kind]
@@ -231,9 +244,10 @@ class Uploader:
     def beat(self) -> None:
         """Say the supervisor is there; the answer has the org's secrets as they are now."""
         self.beaten_at = time.monotonic()
-        answer = self.api.send(
-            "POST", f"/api/runs/{self.run}/heartbeat/", {"host": self.host, "pid": self.pid}
-        )
+        with self.found():
+            answer = self.api.send(
+                "POST", f"/api/runs/{self.run}/heartbeat/", {"host": self.host, "pid": self.pid}
+            )
         if isinstance(answer.get("secrets"), dict):
             self.secrets = answer["secrets"]
 
@@ -244,11 +258,12 @@ class Uploader:
             self.send(final=True)
             sizes = {kind: self.state.sent[kind] for kind in KINDS}
             try:
-                self.api.send(
-                    "POST",
-                    f"/api/runs/{self.run}/end/",
-                    {"exit_code": self.state.exit_code, **sizes},
-                )
+                with self.found():
+                    self.api.send(
+                        "POST",
+                        f"/api/runs/{self.run}/end/",
+                        {"exit_code": self.state.exit_code, **sizes},
+                    )
             except Conflict as e:
                 kind, have = e.data.get("kind"), e.data.get("offset")
                 if kind not in KINDS or not isinstance(have, int):

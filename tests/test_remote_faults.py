@@ -226,3 +226,21 @@ def test_a_detached_remote_run_is_uploaded_to_its_end_and_followed_from_another_
     assert followed.decode().splitlines() == [f"{step}\t{1 / step}" for step in range(1, 11)]
     assert logging.returncode == 0 and log == run.log_path.read_bytes()
     assert log.decode().splitlines()[-1] == "line 10"
+
+
+def test_ctrl_c_on_a_remote_div_run_stops_it_once_its_commands_end_is_sent(remote, tmp_path):
+    folder = project(tmp_path, PACED)
+    gpu = remote.machine("alice")
+    launched = gpu.popen("run", str(folder), *RUN, "5", "0.01", "wait")
+    try:
+        run = wait_for(points(2), 30, "two points")
+        # To div run alone: its command, as one outside the terminal's group, goes on.
+        launched.send_signal(signal.SIGINT)
+        go(gpu, run)
+        out, err = launched.communicate(timeout=60)
+    finally:
+        launched.kill()
+
+    assert (launched.returncode, err) == (130, b"\n")  # click's newline after a ^C, as locally
+    run = closed(run.name)
+    assert (run.status, run.exit_code, steps_stored(run)) == ("succeeded", 0, list(range(1, 6)))
