@@ -99,11 +99,26 @@ def run_attached(run: Run, out: logs.Printer, command: list[str]) -> int:
     command's exit code. A reader that goes away stops only the printing: the command, its
     log and its telemetry go on to the end."""
     ended = {}
-    supervising = threading.Thread(target=lambda: ended.update(code=execute(run, command)))
+    done = threading.Event()
+
+    def supervise() -> None:
+        try:
+            ended["code"] = execute(run, command)
+        finally:
+            done.set()
+
+    supervising = threading.Thread(target=supervise)
     supervising.start()
-    # Waiting on the supervisor, not a clock: its end is noticed at once.
-    logs.follow(run, out, follow=True, wait=supervising.join)
-    supervising.join()
+    # Waiting on the supervisor, not a clock: its end is noticed at once. An event, not
+    # Thread.join: a join cut short by Ctrl-C leaves the thread abandoned at exit, and the
+    # run's end unrecorded. Ctrl-C stops the printing; the command had it too, and its end is
+    # recorded before div run exits (130).
+    try:
+        logs.follow(run, out, follow=True, wait=done.wait)
+    except KeyboardInterrupt:
+        done.wait()
+        raise
+    done.wait()
     return ended.get("code", 1)
 
 
