@@ -121,18 +121,21 @@ def env_secret_key(name: str):
 def _home_key() -> str:
     from django.conf import settings
 
-    home = settings.DIVERGENT_HOME
-    path = home / "secret_key"
+    return made_once(settings.DIVERGENT_HOME / "secret_key", lambda: secrets.token_urlsafe(50))
+
+
+def made_once(path: Path, make) -> str:
+    """What the file at path says, made (mode 0600) with make() the first time: written aside,
+    then linked in, so two processes starting at once keep the same value."""
     try:
         return path.read_text().strip()
     except FileNotFoundError:
         pass
-    home.mkdir(parents=True, exist_ok=True)
-    # Written aside, then linked in: two processes starting at once keep the same key.
-    draft = home / f".secret_key.{os.getpid()}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    draft = path.with_name(f".{path.name}.{os.getpid()}")
     fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
-        f.write(secrets.token_urlsafe(50) + "\n")
+        f.write(make() + "\n")
     try:
         os.link(draft, path)
     except FileExistsError:

@@ -179,22 +179,9 @@ def _attached(log_path: Path, execute, out: logs.Printer, interrupted: list) -> 
 
 def detach(run: ClientRun, command: list[str]) -> subprocess.Popen:
     """Supervise the run from a process of its own (`div supervise`), which goes on after this
-    one returns; the command and the secrets go to it on a pipe, never on its command line."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "divergent", "supervise", run.name],
-        cwd=settings.BASE_DIR,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    given = {"command": command, "secrets": run.secrets, "org": run.org}
-    try:
-        process.stdin.write(json.dumps(given).encode())
-        process.stdin.close()
-    except BrokenPipeError:
-        pass  # it ended before reading: the server finds the run silent, and lost
-    return process
+    one returns; the command and the secrets go to it on a pipe. If it never starts, the
+    server finds the run silent, and lost."""
+    return runner.supervisor(run.name, {"command": command, "secrets": run.secrets, "org": run.org})
 
 
 def supervise_detached(client: Client, name: str, given: BinaryIO) -> int:

@@ -7,11 +7,12 @@ is its own: two homes sharing one database never read, or close, each other's ru
 
 from __future__ import annotations
 
-import os
 import secrets
 from pathlib import Path
 
 from django.conf import settings
+
+from divergent.settings import made_once
 
 HOME_ID_FILE = "home-id"
 
@@ -19,29 +20,11 @@ _known: dict[Path, str] = {}
 
 
 def home_id() -> str:
-    """This home's id, made the first time it is asked for: two processes starting at once
-    keep the same one (written aside, then linked in)."""
+    """This home's id, made the first time it is asked for."""
     home = Path(settings.DIVERGENT_HOME)
-    if home in _known:
-        return _known[home]
-    path = home / HOME_ID_FILE
-    try:
-        made = path.read_text().strip()
-    except FileNotFoundError:
-        made = ""
-    if not made:
-        home.mkdir(parents=True, exist_ok=True)
-        draft = home / f".{HOME_ID_FILE}.{os.getpid()}"
-        draft.write_text(secrets.token_hex(16) + "\n")
-        try:
-            os.link(draft, path)
-        except FileExistsError:
-            pass
-        finally:
-            draft.unlink()
-        made = path.read_text().strip()
-    _known[home] = made
-    return made
+    if home not in _known:
+        _known[home] = made_once(home / HOME_ID_FILE, lambda: secrets.token_hex(16))
+    return _known[home]
 
 
 def these() -> list[str]:

@@ -234,8 +234,14 @@ def detach(run: Run, command: list[str]) -> subprocess.Popen:
 
     The command goes to it on a pipe, since the database keeps it masked.
     """
+    return supervisor(run.name, command)
+
+
+def supervisor(name: str, given: object) -> subprocess.Popen:
+    """`div supervise NAME` in a session of its own, what it needs given as JSON on its stdin
+    (never on its command line, which ps shows)."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "divergent", "supervise", run.name],
+        [sys.executable, "-m", "divergent", "supervise", name],
         cwd=settings.BASE_DIR,
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
@@ -243,7 +249,7 @@ def detach(run: Run, command: list[str]) -> subprocess.Popen:
         start_new_session=True,
     )
     try:
-        process.stdin.write(json.dumps(command).encode())
+        process.stdin.write(json.dumps(given).encode())
         process.stdin.close()
     except BrokenPipeError:
         pass  # it ended before reading: the run is left as any whose supervisor died
