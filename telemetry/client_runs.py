@@ -25,9 +25,11 @@ from django.conf import settings
 from telemetry import logs, processes, runner, services, uploading
 from telemetry.errors import Refused
 from telemetry.masking import Masker
+from telemetry.models import RUN_NAME
 from telemetry.remote import Client
 from telemetry.uploading import Progress, State, Uploader
 
+NOT_A_NAME = "the server at {url} named the run {name!r}, not run-N: is it a div serve?"
 NO_LAUNCH = "div supervise reads the run's command and secrets on stdin; div run --detach starts it"
 
 
@@ -88,7 +90,11 @@ def launch(
             },
             again=False,  # never two runs for one `div run`
         )
-        name, secrets = made["name"], made.get("secrets") or {}
+        name, given = made.get("name"), made.get("secrets")
+        given = given if isinstance(given, dict) else {}
+        secrets = {k: v for k, v in given.items() if isinstance(k, str) and isinstance(v, str)}
+        if not isinstance(name, str) or not RUN_NAME.fullmatch(name) or name[:4] != "run-":
+            raise Refused(NOT_A_NAME.format(url=client.url, name=name))  # never a path
         folder = settings.RUNS_DIR / name
         if folder.exists():
             shutil.rmtree(folder)  # left by a server since reset: no run of it owns this

@@ -117,11 +117,11 @@ class Progress:
         if self.started is None:
             self.started, self.sent, self.total = time.monotonic(), 0, total
 
-    def advance(self, sent: int, total: int) -> None:
+    def advance(self, sent: int, left: int) -> None:
         if self.started is None:
             return
         self.sent += sent
-        self.total = max(total, self.sent)
+        self.total = max(self.total, self.sent + left)
         if time.monotonic() - self.drawn_at >= PROGRESS_EVERY:
             self.draw()
 
@@ -218,10 +218,12 @@ class Uploader:
             while self.state.sent[kind] < size:
                 at = self.state.sent[kind]
                 chunk = os.pread(f.fileno(), min(MAX_CHUNK, size - at), at)
-                if kind == "telemetry" and not final and len(chunk) < MAX_CHUNK:
-                    chunk = chunk[: chunk.rfind(b"\n") + 1]
-                    if not chunk:
-                        break  # a line still being written
+                if kind == "telemetry" and not final:
+                    cut = chunk.rfind(b"\n") + 1
+                    if cut:
+                        chunk = chunk[:cut]
+                    elif len(chunk) < MAX_CHUNK:
+                        break  # a line still being written (one past MAX_CHUNK goes in pieces)
                 try:
                     answer = self.api.request(
                         "POST",
@@ -238,7 +240,7 @@ class Uploader:
                 self.state.sent[kind] = now
                 self.state.save(self.folder)
                 sent += max(0, now - at)
-                self.progress.advance(max(0, now - at), sent + self.pending())
+                self.progress.advance(max(0, now - at), self.pending())
         return sent
 
     def beat(self) -> None:
