@@ -173,13 +173,13 @@ def test_a_run_made_over_the_api_is_remote_its_command_masked_and_its_secrets_gi
 
     answer = made(token_of(alice), org=None)
 
+    run = Run.objects.get()
     assert answer.status_code == 201
     assert answer.json() == {
-        "name": "run-1",
+        "name": run.name,
         "org": "acme",
         "secrets": {"HF_TOKEN": "hf_secret_in_argv"},
     }
-    run = Run.objects.get()
     assert (run.remote, run.creator, run.supervisor_host, run.supervisor_pid) == (
         True,
         alice,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 import stat
 import sys
 
@@ -14,10 +15,12 @@ import pytest
 
 from telemetry import services
 from telemetry.models import Run
+from tests.browser import serve, stop
 from tests.remote import (  # noqa: F401  (fixtures)
     SECRET,
     Machine,
     closed,
+    nowhere,
     project,
     remote,
     the_run,
@@ -77,12 +80,19 @@ def test_a_run_made_remotely_prints_what_the_same_run_made_locally_prints(div, r
     assert run.command == [sys.executable, "train.py"]
 
 
-def test_a_layout_the_server_refuses_prints_the_specs_line_and_makes_nothing(remote, tmp_path):
+@pytest.mark.parametrize("where", ["telemetry.toml", "--telemetry"])
+def test_a_layout_the_server_refuses_prints_the_specs_line_and_makes_nothing(
+    remote, tmp_path, where
+):
     bad = 'x = "step"\n[[panel]]\ny = "loss"\n\n[[panel]]\ny = "loss"\nscael = "log"\n'
-    folder = project(tmp_path, layout=bad)
+    folder = project(tmp_path, layout=bad if where == "telemetry.toml" else None)
+    named = []
+    if where == "--telemetry":
+        (tmp_path / "other.toml").write_text(bad)
+        named = ["--telemetry", str(tmp_path / "other.toml")]
     gpu = remote.machine("alice")
 
-    refused = gpu("run", str(folder), "--org", "acme", "--", sys.executable, "train.py")
+    refused = gpu("run", str(folder), *named, "--org", "acme", "--", sys.executable, "train.py")
 
     assert (refused.returncode, refused.stdout) == (1, "")
     assert refused.stderr == (
@@ -143,3 +153,31 @@ def test_each_way_of_not_reaching_the_server_is_one_line(remote, env, said):
     assert done.returncode == 1
     assert done.stderr.startswith(said) and done.stderr.count("\n") == 1, done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_server_that_fails_is_one_line_saying_what_to_do(div, tmp_path):
+    """A server with a database of its own, which loses a table: its 500 is one line."""
+    home = tmp_path / "server"
+    env = {**div.env, "DIVERGENT_HOME": str(home), "DATABASE_URL": f"sqlite:///{home}/db.sqlite3"}
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    home.mkdir()
+    assert Machine(home, env)("user", "add", "alice").returncode == 0
+    token = Machine(home, env)("token", "create", "--user", "alice").stdout.strip()
+    served = serve(env, tmp_path / "serve.out")
+    try:
+        with sqlite3.connect(home / "db.sqlite3") as db:
+            db.execute("ALTER TABLE telemetry_run RENAME TO telemetry_run_away")
+        gpu = Machine(
+            tmp_path / "gpu",
+            {**env, "DIVERGENT_HOME": str(tmp_path / "gpu"), "DATABASE_URL": nowhere()}
+            | {"DIVERGENT_URL": served.url, "DIVERGENT_TOKEN": token},
+        )
+        failed = gpu("telemetry")
+    finally:
+        stop(served.process)
+
+    assert failed.returncode == 1
+    assert failed.stderr == (
+        f"div: the server at {served.url} failed (500 Internal Server Error); try again, or ask "
+        "its admin to read its log\n"
+    )
