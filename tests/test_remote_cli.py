@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from telemetry import services
-from telemetry.models import Run
+from telemetry.models import Org, Run
 from tests.browser import serve, stop
 from tests.remote import (  # noqa: F401  (fixtures)
     SECRET,
@@ -180,4 +180,36 @@ def test_a_server_that_fails_is_one_line_saying_what_to_do(div, tmp_path):
     assert failed.stderr == (
         f"div: the server at {served.url} failed (500 Internal Server Error); try again, or ask "
         "its admin to read its log\n"
+    )
+
+
+def test_tokens_and_secrets_from_a_gpu_machine_are_its_users_own(remote):
+    gpu = remote.machine("alice")
+
+    made = gpu("token", "create", "--name", "laptop")
+    assert made.returncode == 0 and made.stdout.startswith("div_")
+    listed = gpu("token", "list").stdout.splitlines()
+    assert [line.split()[0] for line in listed] == ["name", "laptop", "token-1"]
+    assert gpu("token", "create", "--user", "bob").stderr == (
+        "div: --user works on the server; here, the tokens are those of the token's own user\n"
+    )
+    assert gpu("token", "revoke", "laptop").returncode == 0
+    assert gpu("telemetry", DIVERGENT_TOKEN=made.stdout.strip()).returncode == 1
+
+    assert gpu("secrets", "set", "acme", "HF_TOKEN", input="hf_from_the_gpu\n").returncode == 0
+    acme = Org.objects.get(name="acme")
+    assert services.secrets_of(acme.pk) == {"HF_TOKEN": "hf_from_the_gpu"}
+    theirs = gpu("secrets", "list", "other")
+    assert (theirs.returncode, theirs.stderr) == (1, 'div: you have no org "other"; yours: acme\n')
+    assert gpu("secrets", "delete", "acme", "HF_TOKEN").returncode == 0
+    assert gpu("secrets", "list", "acme").stdout == ""
+
+
+def test_div_sync_without_a_token_says_how_to_get_one(div):
+    said = div("sync")
+
+    assert (said.returncode, said.stderr) == (
+        1,
+        "div: div sync uploads runs made from this machine to a server, and there is no token "
+        "here: div login URL sets one\n",
     )
