@@ -38,10 +38,19 @@ def main(argv: list[str] | None = None) -> None:
         sys.stderr.write(NO_SUCH_COMMAND.format(name=argv[0]) + "\n")
         sys.exit(2)
     if app != "telemetry":
-        # Django's own commands (div migrate, div createsuperuser) on a home not made yet:
-        # SQLite makes its file, not its folder. The div commands see to their own.
+        # Django's own commands (div migrate, div createsuperuser) work on the database: none
+        # is a client's. On a home not made yet SQLite makes its file, not its folder. The div
+        # commands see to their own.
         from django.conf import settings
 
+        from telemetry.commands import server_only
+        from telemetry.errors import Refused
+
+        try:
+            server_only(f"div {argv[0]}")
+        except Refused as e:
+            sys.stderr.write(f"div: {e}\n")
+            sys.exit(1)
         settings.DIVERGENT_HOME.mkdir(parents=True, exist_ok=True)
     execute_from_command_line(["div", *argv])
 

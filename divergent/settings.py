@@ -9,6 +9,9 @@ DEBUG            "1" to show Django's debug pages
 ALLOWED_HOSTS    comma-separated host names the server answers to
 DIVERGENT_SHIP_LIMIT   the most a run's shipped files may weigh (default 100MB; off for none)
 DIVERGENT_DB_TIMEOUT   seconds a SQLite write waits for another writer (30); a run's end retries
+DIVERGENT_REMOTE_LOST_AFTER   seconds of silence that make a remote client's run lost (120)
+DIVERGENT_TOKEN  on a GPU machine, with DIVERGENT_URL: every `div` command talks to that server
+                 over its API (telemetry/remote.py reads it; settings need not)
 
 A variable that cannot be read stops start-up with one line naming it (BadSetting).
 """
@@ -50,6 +53,12 @@ def env_url(name: str) -> str | None:
     value = os.environ.get(name) or None
     if value is None:
         return None
+    return http_url(name, value)
+
+
+def http_url(name: str, value: str) -> str:
+    """The address without its trailing slash, or BadSetting naming what was wrong (`div login`
+    checks the address it is given with the same rule)."""
     parts = urlsplit(value)
     try:
         parts.port  # noqa: B018  (raises on a port that is not a number)
@@ -112,18 +121,21 @@ def env_secret_key(name: str):
 def _home_key() -> str:
     from django.conf import settings
 
-    home = settings.DIVERGENT_HOME
-    path = home / "secret_key"
+    return made_once(settings.DIVERGENT_HOME / "secret_key", lambda: secrets.token_urlsafe(50))
+
+
+def made_once(path: Path, make) -> str:
+    """What the file at path says, made (mode 0600) with make() the first time: written aside,
+    then linked in, so two processes starting at once keep the same value."""
     try:
         return path.read_text().strip()
     except FileNotFoundError:
         pass
-    home.mkdir(parents=True, exist_ok=True)
-    # Written aside, then linked in: two processes starting at once keep the same key.
-    draft = home / f".secret_key.{os.getpid()}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    draft = path.with_name(f".{path.name}.{os.getpid()}")
     fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
-        f.write(secrets.token_urlsafe(50) + "\n")
+        f.write(make() + "\n")
     try:
         os.link(draft, path)
     except FileExistsError:
@@ -148,6 +160,8 @@ RUNS_DIR = DIVERGENT_HOME / "runs"
 DIVERGENT_URL = env_url("DIVERGENT_URL")
 # Read when a run ships, where a bad value is one line of `div run` (telemetry/shipping.py).
 SHIP_LIMIT = os.environ.get("DIVERGENT_SHIP_LIMIT", "100MB")
+# Silence after which a run whose `div` reports over the API (a GPU machine's) shows as lost.
+REMOTE_LOST_AFTER = env_seconds("DIVERGENT_REMOTE_LOST_AFTER", 120)
 
 DEBUG = env_flag("DEBUG")
 SECRET_KEY = env_secret_key("SECRET_KEY")
@@ -243,11 +257,20 @@ STATICFILES_DIRS = [
     ("plotly", Path(importlib.util.find_spec("plotly").origin).parent / "package_data"),
 ]
 
+# The most of a request body Django reads: a chunk of an upload is at most 1 MiB
+# (telemetry/receiving.py), a layout sent to make a run up to 4 MiB, escaped in JSON. daphne
+# itself takes a body of any size before Django sees it: limit bodies at the reverse proxy.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 8 * 1024 * 1024
+
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
+    # A token first: a client that sends one is answered for it alone (telemetry/authentication.py).
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "telemetry.authentication.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "UNAUTHENTICATED_USER": None,

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET
 
 from telemetry import queries, services
 from telemetry.encryption import SecretsKeyError
-from telemetry.models import Drop, Key, Layout, Membership, Org, Run, Secret
+from telemetry.models import Drop, Key, Layout, Membership, Org, Run, Secret, Token
 
 POINTS_A_PAGE = 100
 
@@ -118,6 +118,9 @@ class RunAdmin(admin.ModelAdmin):
         "in_long_line",
         "lease_owner",
         "lease_until",
+        "home",
+        "remote",
+        "creator",
     ]
     fields = readonly_fields
     inlines = [LayoutInline, KeyInline, DropInline]
@@ -160,3 +163,27 @@ class RunAdmin(admin.ModelAdmin):
             "pages": pages,
         }
         return TemplateResponse(request, "admin/telemetry/run/points.html", context)
+
+
+@admin.register(Token)
+class TokenAdmin(admin.ModelAdmin):
+    """Tokens listed and revoked (deleted); never made here, since a token's text is shown
+    once to whoever makes it, and never shown, filtered or searched by its digest."""
+
+    list_display = ["name", "user", "created", "last_used"]
+    list_select_related = ["user"]
+    search_fields = ["name", "user__username"]
+    fields = ["user", "name", "created", "last_used"]
+    readonly_fields = fields
+    list_per_page = 50
+
+    def lookup_allowed(self, lookup, value, request=None):
+        if lookup.split("__")[0] == "digest":
+            return False
+        return super().lookup_allowed(lookup, value, request)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

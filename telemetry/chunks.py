@@ -152,6 +152,13 @@ def evenly(seqs: list[int]) -> Seqs:
     return spaced if len(spaced) == len(seqs) and list(spaced) == seqs else seqs
 
 
+def joined(before: Column, after: Column) -> Column:
+    """A window's column continued: what a window sealed part-full (its run's telemetry closed,
+    then opened again) holds, followed by the points that came after."""
+    seqs = [*before.seqs, *after.seqs]
+    return Column(evenly(seqs), _listed(before.values) + _listed(after.values))
+
+
 def pack(window: int, column: Column) -> Packed:
     seqs, values = column.seqs, column.values
     stride, offsets = 0, None

@@ -19,6 +19,7 @@ from django.core.management import call_command
 from django.db import DatabaseError, connection, connections
 from djclick.adapter import CommandAdapter, CommandRegistrator, GroupAdapter
 
+from telemetry import remote
 from telemetry.encryption import SecretsKeyError
 from telemetry.errors import Refused
 from telemetry.layout import LayoutError
@@ -26,6 +27,16 @@ from telemetry.logs import reader_gone
 from telemetry.models import RUN_NAME
 
 NOT_SET_UP = "{home} has no database yet; div migrate sets it up (div run and div serve do too)"
+SERVER_ONLY = (
+    "{command} works where the database is, and this machine's div is a client of {url} "
+    "(the token of {where}): run it on the server, or set DIVERGENT_TOKEN= to use this machine's"
+)
+CLIENT_ONLY = (
+    "{command} uploads runs made from this machine to a server, and there is no token here: "
+    "div login URL sets one"
+)
+# Where a command works: both (on the server's database, or over the API), or only one.
+BOTH, SERVER, CLIENT = "both", "server", "client"
 NOT_A_RUN = '"{value}" is not a run\'s name; name it like run-7 or 7'
 
 
@@ -79,7 +90,9 @@ class Port(click.ParamType):
 class DivCommandMixin:
     """run_from_argv is how Django's `manage.py` and `div` both start a command."""
 
-    writes = True  # writers set up the database first; readers only say it is missing
+    writes: bool | None = True  # writers set up the database first; readers only say it is
+    # missing; None: the command needs no database
+    where = BOTH
     use_argparse = False
 
     def run_from_argv(self, argv: list[str]) -> None:
@@ -98,7 +111,9 @@ class DivCommandMixin:
             code = getattr(e, "exit_code", 1)
         except DatabaseError as e:
             home = settings.DIVERGENT_HOME
-            sys.stderr.write(f"div: {NOT_SET_UP.format(home=home) if _missing_table(e) else e}\n")
+            # One line, even of a driver's several ("...\n\tIs the server running ...").
+            why = NOT_SET_UP.format(home=home) if _missing_table(e) else " ".join(str(e).split())
+            sys.stderr.write(f"div: {why}\n")
             code = 1
         except BrokenPipeError:
             reader_gone(sys.stdout)
@@ -110,8 +125,15 @@ class DivCommandMixin:
         sys.exit(code if isinstance(code, int) else 0)
 
     def invoke(self, ctx):
-        # Here, once the words are parsed: --help needs no database.
-        database_ready(writes=self.writes)
+        # Here, once the words are parsed: --help needs no database. A client of a server has
+        # none: it never connects to one, whatever DATABASE_URL says.
+        if self.where == SERVER:
+            server_only(ctx.command_path)
+        client = remote.client()
+        if client is None and self.where == CLIENT:
+            raise Refused(CLIENT_ONLY.format(command=ctx.command_path))
+        if client is None and self.writes is not None:
+            database_ready(writes=self.writes)
         return super().invoke(ctx)
 
 
@@ -128,9 +150,10 @@ class command(CommandRegistrator):
 
     cls = DivCommand
 
-    def __init__(self, *, writes: bool = True, **kwargs):
+    def __init__(self, *, writes: bool | None = True, where: str = BOTH, **kwargs):
         super().__init__(**kwargs)
         self.writes = writes
+        self.where = where
 
     def get_params(self, name):
         # Only --help: Django's --settings, --verbosity and the like mean nothing to div.
@@ -139,6 +162,7 @@ class command(CommandRegistrator):
     def __call__(self, func):
         made = super().__call__(func)
         made.writes = self.writes
+        made.where = self.where
         return made
 
 
@@ -146,6 +170,14 @@ class group(command):
     """@group(help=...): a command with sub-commands, like div secrets set|list|delete."""
 
     cls = DivGroup
+
+
+def server_only(command: str) -> None:
+    """Refused, in one line, on a machine whose div is a server's client."""
+    client = remote.client()
+    if client is not None:
+        where = client.token_from
+        raise Refused(SERVER_ONLY.format(command=command, url=client.url, where=where))
 
 
 def database_ready(*, writes: bool) -> None:

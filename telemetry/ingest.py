@@ -24,7 +24,7 @@ from django.db import DatabaseError, close_old_connections
 from django.db.models import Q
 from django.utils import timezone
 
-from telemetry import processes, services, supervision, tailing
+from telemetry import homes, processes, services, supervision, tailing
 from telemetry.encryption import SecretsKeyError
 from telemetry.lines import BOM, MAX_LINE_BYTES, Reason
 from telemetry.masking import Masker
@@ -85,7 +85,8 @@ class Ingester:
         self.trouble: dict[int | None, str] = {}  # what went wrong last, said once until it clears
 
     def open_runs(self):
-        runs = Run.objects.filter(telemetry_closed=False)
+        # Only this home's: another home's files are not here to read (homes.py).
+        runs = Run.objects.filter(telemetry_closed=False, home__in=homes.these())
         if self.run_ids is not None:
             runs = runs.filter(pk__in=self.run_ids)
         return runs.order_by("pk")
@@ -129,18 +130,23 @@ class Ingester:
             log.warning(said)
 
     def hold(self, run: Run) -> bool:
-        """Take or renew the run's lease: each run is ingested by one process at a time."""
+        """Take or renew the run's lease: each run is ingested by one process at a time, and
+        only by a process of the home that holds its files."""
         now = timezone.now()
         until = self.leases.get(run.pk)
         if until is not None and until - now > LEASE / 2:
             return True
+        if not homes.holds(run):
+            return False
         free = Q(lease_owner=self.owner) | Q(lease_owner="") | Q(lease_until__lt=now)
         if run.lease_owner and _dead_here(run.lease_owner):
             free |= Q(lease_owner=run.lease_owner)
+        # A run made before homes were recorded becomes this home's, which holds its folder.
+        home = homes.home_id()
         taken = (
-            Run.objects.filter(pk=run.pk)
+            Run.objects.filter(pk=run.pk, home__in=[home, ""])
             .filter(free)
-            .update(lease_owner=self.owner, lease_until=now + LEASE)
+            .update(lease_owner=self.owner, lease_until=now + LEASE, home=home)
         )
         if not taken:
             self.forget(run.pk)
@@ -447,7 +453,12 @@ class Follower:
         if self.run.is_live and time.monotonic() - self.looked >= REAP_SECONDS:
             self.looked = time.monotonic()
             supervision.reap([self.run])
-        if self.read and self.run.telemetry_unread and not ingester_running():
+        if (
+            self.read
+            and self.run.telemetry_unread
+            and homes.holds(self.run)
+            and not ingester_running()
+        ):
             self.ingester = self.ingester or Ingester(run_ids=[self.run.pk])
             self.ingester.tail_once()
 

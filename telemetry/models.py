@@ -128,6 +128,17 @@ class Run(models.Model):
     # Which ingester holds the run, and until when: one process at a time per run.
     lease_owner = models.CharField(max_length=100, blank=True)
     lease_until = models.DateTimeField(null=True, blank=True)
+    # Which DIVERGENT_HOME holds the run's files (homes.home_id()): only an ingester of that
+    # home takes its lease. Empty for a run made before homes were recorded: the first
+    # ingester that finds its folder records its own.
+    home = models.CharField(max_length=64, blank=True)
+    # Who made the run: only they (by any of their tokens) upload to it and end it.
+    creator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    # Its supervisor is a `div` on another machine that speaks over the API: it is judged by
+    # its silence alone (supervision.gone), never by a pid of this machine.
+    remote = models.BooleanField(default=False)
 
     objects = RunQuerySet.as_manager()
 
@@ -322,3 +333,27 @@ class Drop(models.Model):
 
     def __str__(self) -> str:
         return f"{self.reason}: {self.count}"
+
+
+class Token(models.Model):
+    """An API token of a user's: `Authorization: Bearer <token>` does what the user can.
+
+    Only a SHA-256 digest of the token is kept: tokens are long random strings, so the digest
+    alone finds one, and a copy of the database gives none away."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="tokens")
+    name = models.CharField(max_length=100)
+    # Unique: also the index behind every request's lookup by digest.
+    digest = models.CharField(max_length=64, unique=True)
+    created = models.DateTimeField(default=timezone.now)
+    last_used = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            # Also serves the account page and `div token list`: a user's tokens by name.
+            models.UniqueConstraint(fields=["user", "name"], name="one_token_per_name_and_user")
+        ]
+
+    def __str__(self) -> str:
+        # Never the digest: this is what the admin and the logs show.
+        return f"{self.user}/{self.name}"

@@ -23,8 +23,9 @@ from telemetry.errors import RunNotFound
 from telemetry.ingest import Follower
 from telemetry.layout import panel_x
 from telemetry.lines import Number, Reason
-from telemetry.models import Drop, Key, Run, Secret
+from telemetry.models import Drop, Key, Org, Run, Secret, Token
 from telemetry.overview import Overview
+from telemetry.services import token_digest
 from telemetry.tables import points_cell
 
 WINDOWS_A_READ = 5  # windows read in one statement: lists of about 5,000 points
@@ -264,11 +265,13 @@ def run_named(name: str, *, user) -> Run:
     return run
 
 
-def runs_listing() -> list[tuple[str, str, str, int, datetime]]:
-    """Every run, oldest first: (name, status, points, keys, created); a run whose supervisor
-    has gone is listed as lost, and an ended run not all read says so by its points."""
+def runs_listing(*, user=EVERY_RUN) -> list[tuple[str, str, str, int, datetime]]:
+    """Every run (the user's, over the API), oldest first: (name, status, points, keys,
+    created); a run whose supervisor has gone is listed as lost, and an ended run not all
+    read says so by its points."""
     supervision.reap_live()
-    runs = Run.objects.annotate(key_count=Count("keys")).order_by("pk")
+    runs = Run.objects.all() if user is EVERY_RUN else Run.objects.visible_to(user)
+    runs = runs.annotate(key_count=Count("keys")).order_by("pk")
     return [
         (r.name, r.status, points_cell(r.points, r.telemetry_unread), r.key_count, r.created)
         for r in runs
@@ -339,4 +342,26 @@ def stretches(run: Run, *, follow: bool) -> Iterator[tuple[int, int]]:
 def secret_names(org: str) -> list[str]:
     return list(
         Secret.objects.filter(org__name=org).order_by("name").values_list("name", flat=True)
+    )
+
+
+def token_named(text: str) -> Token | None:
+    """The token whose text this is, with its user; None for one this server does not know."""
+    return Token.objects.select_related("user").filter(digest=token_digest(text)).first()
+
+
+def tokens_of(user=None) -> list[Token]:
+    """A user's tokens by name; every user's (user, then name) when none is named."""
+    tokens = Token.objects.select_related("user").order_by("user__username", "name")
+    return list(tokens if user is None else tokens.filter(user=user))
+
+
+def org_of(user, name: str) -> Org | None:
+    """The org by name if the user is a member of it: any other is as if there were none."""
+    return Org.objects.filter(name=name, membership__user=user).first()
+
+
+def orgs_of(user) -> list[str]:
+    return list(
+        Org.objects.filter(membership__user=user).order_by("name").values_list("name", flat=True)
     )

@@ -9,6 +9,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import BinaryIO
 
 from django.conf import settings
@@ -39,12 +41,21 @@ log = logging.getLogger("divergent.runner")
 _command: subprocess.Popen | None = None  # the command this process is running, if any
 
 
-def environment(run: Run, secrets: dict[str, str]) -> dict[str, str]:
+def environment(name: str, telemetry_path: Path, secrets: dict[str, str]) -> dict[str, str]:
     env = dict(os.environ)
     env.update(secrets)
-    env["DIVERGENT_TELEMETRY_PATH"] = str(run.telemetry_path)
-    env["DIVERGENT_RUN"] = run.name
+    env["DIVERGENT_TELEMETRY_PATH"] = str(telemetry_path)
+    env["DIVERGENT_RUN"] = name
     return env
+
+
+def short_secret_notes(secrets: dict[str, str], org: str) -> str:
+    """What the log says at its start of each secret too short to be masked."""
+    return "".join(
+        SHORT_SECRET.format(name=name, org=org)
+        for name, value in secrets.items()
+        if too_short(value)
+    )
 
 
 def execute(run: Run, command: list[str]) -> int:
@@ -56,35 +67,25 @@ def execute(run: Run, command: list[str]) -> int:
     is ingested here, so `div telemetry` works with nothing else running.
     """
     secrets = services.secrets_of(run.org_id)
-    for name, value in secrets.items():
-        if too_short(value):
-            services.log_append(run, SHORT_SECRET.format(name=name, org=run.org.name))
+    notes = short_secret_notes(secrets, run.org.name)
+    if notes:
+        services.log_append(run, notes)
     stop = threading.Event()
     ingesting = None
     if not ingester_running():
         ingesting = threading.Thread(target=_ingest, args=(run.pk, stop), daemon=True)
         ingesting.start()
 
-    global _command
     heartbeat = supervision.Heartbeat(run).start()
     services.run_start(run=run)
-    try:
-        process = _command = subprocess.Popen(
-            command,
-            cwd=run.files_path,
-            env=environment(run, secrets),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-        )
-    except OSError as e:
-        services.log_append(run, f"div: cannot start {run.command[0]}: {e.strerror}\n")
-        code = 127
-    else:
-        copy_output(run, process.stdout, Masker(secrets.values()))
-        code = process.wait()
-        if code < 0:  # killed by a signal: report it as a shell does
-            code = 128 - code
+    code = run_command(
+        command,
+        cwd=run.files_path,
+        env=environment(run.name, run.telemetry_path, secrets),
+        log_path=run.log_path,
+        masker=Masker(secrets.values()),
+        reread=lambda: services.masker_for(run.org_id),
+    )
     end(run, code)
     heartbeat.stop()
     if ingesting is not None:
@@ -98,29 +99,77 @@ def run_attached(run: Run, out: logs.Printer, command: list[str]) -> int:
     command's exit code. A reader that goes away stops only the printing: the command, its
     log and its telemetry go on to the end."""
     ended = {}
-    supervising = threading.Thread(target=lambda: ended.update(code=execute(run, command)))
+    done = threading.Event()
+
+    def supervise() -> None:
+        try:
+            ended["code"] = execute(run, command)
+        finally:
+            done.set()
+
+    supervising = threading.Thread(target=supervise)
     supervising.start()
-    # Waiting on the supervisor, not a clock: its end is noticed at once.
-    logs.follow(run, out, follow=True, wait=supervising.join)
-    supervising.join()
+    # Waiting on the supervisor, not a clock: its end is noticed at once. An event, not
+    # Thread.join: a join cut short by Ctrl-C leaves the thread abandoned at exit, and the
+    # run's end unrecorded. Ctrl-C stops the printing; the command had it too, and its end is
+    # recorded before div run exits (130).
+    try:
+        logs.follow(run, out, follow=True, wait=done.wait)
+    except KeyboardInterrupt:
+        done.wait()
+        raise
+    done.wait()
     return ended.get("code", 1)
 
 
-def copy_output(run: Run, output: BinaryIO, masker: Masker) -> None:
+def run_command(
+    command: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    log_path: Path,
+    masker: Masker,
+    reread: Callable[[], Masker],
+) -> int:
+    """Run the command to its end, its output masked into the log; its exit code (127 when it
+    cannot start, 128 + N when signal N killed it, as a shell says). A local run's supervisor
+    and a remote one's both run it so."""
+    global _command
+    try:
+        process = _command = subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+    except OSError as e:
+        with open(log_path, "a", encoding="utf-8") as log:
+            log.write(f"div: cannot start {masker.mask_args(command)[0]}: {e.strerror}\n")
+        return 127
+    copy_output(log_path, process.stdout, masker, reread)
+    code = process.wait()
+    return 128 - code if code < 0 else code
+
+
+def copy_output(
+    log_path: Path, output: BinaryIO, masker: Masker, reread: Callable[[], Masker]
+) -> None:
     """The command's output into the run's log as it comes, masked: whatever a read returns
     goes out at once, but for the possible start of a secret (see StreamMasker).
 
-    The org's secrets are read again every SECRETS_TTL seconds, as the ingester reads them,
-    so a secret set while the run goes on is masked here as soon as in its telemetry.
+    The org's secrets are read again (reread) every SECRETS_TTL seconds, as the ingester reads
+    them, so a secret set while the run goes on is masked here as soon as in its telemetry.
     """
     stream = StreamMasker(masker)
     read_at, unreadable = time.monotonic(), False
-    with open(run.log_path, "ab", buffering=0) as log:
+    with open(log_path, "ab", buffering=0) as log:
         while data := output.read1(READ_BYTES):
             if time.monotonic() - read_at > SECRETS_TTL:
                 read_at = time.monotonic()
                 try:
-                    stream.masker = services.masker_for(run.org_id)
+                    stream.masker = reread()
                 except SecretsKeyError as e:
                     # The secrets read before are still masked; new ones cannot be read.
                     if not unreadable:
@@ -185,8 +234,14 @@ def detach(run: Run, command: list[str]) -> subprocess.Popen:
 
     The command goes to it on a pipe, since the database keeps it masked.
     """
+    return supervisor(run.name, command)
+
+
+def supervisor(name: str, given: object) -> subprocess.Popen:
+    """`div supervise NAME` in a session of its own, what it needs given as JSON on its stdin
+    (never on its command line, which ps shows)."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "divergent", "supervise", run.name],
+        [sys.executable, "-m", "divergent", "supervise", name],
         cwd=settings.BASE_DIR,
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
@@ -194,7 +249,7 @@ def detach(run: Run, command: list[str]) -> subprocess.Popen:
         start_new_session=True,
     )
     try:
-        process.stdin.write(json.dumps(command).encode())
+        process.stdin.write(json.dumps(given).encode())
         process.stdin.close()
     except BrokenPipeError:
         pass  # it ended before reading: the run is left as any whose supervisor died

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import logging
 import os
 import re
+import secrets
 import shutil
 import stat
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
@@ -20,12 +25,12 @@ from django.utils import timezone
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
-from telemetry import address, encryption, live, processes, shipping, storage
+from telemetry import address, encryption, homes, live, processes, shipping, storage
 from telemetry.errors import Refused
 from telemetry.layout import LayoutError, default_layout, parse_layout
 from telemetry.lines import notice
 from telemetry.masking import MIN_LENGTH, Masker, too_short
-from telemetry.models import Drop, Key, Layout, Membership, Org, Run, Secret
+from telemetry.models import Drop, Key, Layout, Membership, Org, Run, Secret, Token
 from telemetry.names import slug
 from telemetry.sealing import Sealing
 from telemetry.tailing import Mark
@@ -100,10 +105,14 @@ def user_add(*, username: str, orgs: list[str], base: str | None = None) -> str:
 
 def user_link(*, username: str, base: str | None = None) -> str:
     """A new one-time login link for a user."""
+    return login_link(user=user_named(username), base=base)
+
+
+def user_named(username: str):
     user = get_user_model().objects.filter(username=username).first()
     if user is None:
         raise Refused(NO_USER.format(name=username))
-    return login_link(user=user, base=base)
+    return user
 
 
 @transaction.atomic
@@ -147,6 +156,8 @@ def run_create(
     layout_source: str = "",
     layout_origin: str = "",
     files_from: Path | None = None,
+    creator=None,
+    remote: bool = False,
 ) -> Run:
     """Validate the layout, ship the files, and create the run with its folder.
 
@@ -156,16 +167,19 @@ def run_create(
     """
     parsed = parse_layout(layout_source) if layout_source else default_layout()
     plan = ship_plan(directory=files_from) if files_from is not None else None
-    partial = _partial_folder()
+    partial = folder_prepare(plan=plan, source=files_from)
     made = None
     try:
-        _ship(plan, files_from, partial / "files")
-        (partial / "telemetry.jsonl").touch()
-        (partial / "log").touch()
         with transaction.atomic():
             # Stored masked: the API, the run page and the admin show it. The process is given
             # the command itself by whoever runs it (runner.execute), never from here.
-            run = Run.objects.create(org=org, command=masker_for(org.pk).mask_args(command))
+            run = Run.objects.create(
+                org=org,
+                command=masker_for(org.pk).mask_args(command),
+                home=homes.home_id(),
+                creator=creator,
+                remote=remote,
+            )
             Layout.objects.create(
                 run=run, source=layout_source, origin=layout_origin, parsed=parsed
             )
@@ -198,7 +212,7 @@ def run_launch(
         raise Refused(NOT_A_DIRECTORY.format(path=directory))
     if org is not None and not Org.objects.filter(name=org).exists():
         raise Refused(NO_ORG.format(name=org))
-    try:
+    with launch_refusals(directory):
         source, origin = layout_read(directory=directory, telemetry=telemetry)
         return run_create(
             org=org_get_or_create(name=org or DEFAULT_ORG),
@@ -207,6 +221,14 @@ def run_launch(
             layout_origin=origin,
             files_from=directory,
         )
+
+
+@contextmanager
+def launch_refusals(directory: Path) -> Iterator[None]:
+    """What reading the layout and shipping the directory can go wrong with, as the one
+    `div: ...` line each: the same for a run launched here and one launched to a server."""
+    try:
+        yield
     except LayoutError as e:
         raise Refused(REFUSED.format(why=e)) from None
     except shipping.ShipError as e:
@@ -216,6 +238,88 @@ def run_launch(
         raise Refused(CANNOT_SHIP.format(path=directory, why=why)) from None
     except OSError as e:
         raise Refused(CANNOT_SHIP.format(path=directory, why=e.strerror or e)) from None
+
+
+def folder_prepare(*, plan: shipping.Plan | None, source: Path | None) -> Path:
+    """A run's folder built aside (partial): the shipped files, an empty telemetry file and
+    log. Nothing is left of it if the copy fails; the caller renames it into place."""
+    partial = _partial_folder()
+    try:
+        _ship(plan, source, partial / "files")
+        (partial / "telemetry.jsonl").touch()
+        (partial / "log").touch()
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return partial
+
+
+NO_ORG_OF_YOURS = 'you have no org "{name}"; yours: {orgs}'
+WHICH_ORG = "name the run's org with --org; yours: {orgs}"
+
+
+def org_for_run(*, user, name: str | None) -> Org:
+    """The org a user's run goes to: the one named, if the user is a member of it; else
+    default if they are a member of it, else their only org. Another org's name is refused as
+    one that does not exist: it says nothing of the orgs of others."""
+    theirs = list(Org.objects.filter(membership__user=user).order_by("name"))
+    names = ", ".join(org.name for org in theirs) or "none, ask to be added to one"
+    if name is not None:
+        for org in theirs:
+            if org.name == name:
+                return org
+        raise Refused(NO_ORG_OF_YOURS.format(name=name, orgs=names))
+    for org in theirs:
+        if org.name == DEFAULT_ORG:
+            return org
+    if len(theirs) == 1:
+        return theirs[0]
+    raise Refused(WHICH_ORG.format(orgs=names))
+
+
+@transaction.atomic
+def run_open(
+    *,
+    user,
+    org: str | None,
+    command: list[str],
+    layout_source: str,
+    layout_origin: str,
+    host: str,
+    pid: int,
+) -> Run:
+    """A run made over the API for a `div run` on another machine: its files are uploaded
+    here (receiving.py), its supervisor is that `div`, heard from by its uploads and beats.
+    The layout is parsed here, as for any run; a refusal leaves nothing made."""
+    if not command:
+        raise Refused(NO_COMMAND)
+    the_org = org_for_run(user=user, name=org)
+    try:
+        run = run_create(
+            org=the_org,
+            command=command,
+            layout_source=layout_source,
+            layout_origin=layout_origin,
+            creator=user,
+            remote=True,
+        )
+    except LayoutError as e:
+        raise Refused(REFUSED.format(why=e)) from None
+    now = timezone.now()
+    Run.objects.filter(pk=run.pk).update(
+        started=now, heartbeat=now, supervisor_host=host, supervisor_pid=pid
+    )
+    run.started = run.heartbeat = now
+    run.supervisor_host, run.supervisor_pid = host, pid
+    return run
+
+
+def run_reopen(*, run: Run) -> None:
+    """New bytes for a run whose telemetry was closed (lost while its client was away): its
+    ingester reads on from where it stopped, and closes it again at the end."""
+    if Run.objects.filter(pk=run.pk, telemetry_closed=True).update(telemetry_closed=False):
+        run.telemetry_closed = False
+        live.notify_status(run.pk, run.status, False)
 
 
 def ship_plan(*, directory: Path) -> shipping.Plan:
@@ -456,8 +560,10 @@ def _sealing_load(run: Run, keys: dict[str, KeyStats]) -> Sealing:
 
 def log_append(run: Run, text: str) -> None:
     # One write per call with O_APPEND: the runner writes to the same log, and whole lines
-    # from each never interleave.
+    # from each never interleave. The log's lock keeps a note out of a remote run's upload,
+    # which records where its bytes went (receiving.py).
     with open(run.log_path, "a", encoding="utf-8") as log:
+        fcntl.flock(log, fcntl.LOCK_EX)
         log.write(text)
 
 
@@ -552,3 +658,43 @@ def _key_row(run: Run, stats: KeyStats) -> Key:
         passed_over=stats.passed_over,
         first_passed_seq=stats.first_passed_seq,
     )
+
+
+# ---- API tokens --------------------------------------------------------------------------
+
+TOKEN_PREFIX = "div_"  # says what a token is wherever one turns up (a log, a paste)
+TOKEN_TOUCH = timedelta(minutes=1)  # last_used is written at most this often
+TOKEN_TAKEN = '{user} already has a token "{name}"; give another --name, or revoke that one first'
+NO_TOKEN = '{user} has no token "{name}"; div token list shows them'
+
+
+def token_digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", errors="surrogateescape")).hexdigest()
+
+
+@transaction.atomic
+def token_create(*, user, name: str | None = None) -> tuple[Token, str]:
+    """A new token of the user's and its text, which is shown this once: only its digest is
+    kept. Without a name, the first of token-1, token-2, ... the user has not used."""
+    if name is None:
+        taken = set(Token.objects.filter(user=user).values_list("name", flat=True))
+        name = next(f"token-{n}" for n in range(1, len(taken) + 2) if f"token-{n}" not in taken)
+    slug(name, "a token", like="laptop")
+    if Token.objects.filter(user=user, name=name).exists():
+        raise Refused(TOKEN_TAKEN.format(user=user.username, name=name))
+    text = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    return Token.objects.create(user=user, name=name, digest=token_digest(text)), text
+
+
+def token_revoke(*, user, name: str) -> None:
+    deleted, _ = Token.objects.filter(user=user, name=name).delete()
+    if not deleted:
+        raise Refused(NO_TOKEN.format(user=user.username, name=name))
+
+
+def token_used(*, token: Token) -> None:
+    """Note that the token was used: at most once a minute, not a write per request."""
+    now = timezone.now()
+    if token.last_used is None or now - token.last_used > TOKEN_TOUCH:
+        Token.objects.filter(pk=token.pk).update(last_used=now)
+        token.last_used = now

@@ -227,14 +227,28 @@ def seal(
     take them into the overviews of the pairs the panels draw. key_nos: every key written so
     far, in order of first arrival, with its Key.order."""
     rows = []
+    continued = {}
+    if windows:
+        first, found = windows[0]
+        if min(column.seqs[0] for column in found.values()) > chunks.window_start(first):
+            continued = _continued(run_id, first)
     for window, found in windows:
         for name, column in found.items():
+            before = continued.get(key_nos[name]) if window == windows[0][0] else None
+            if before is not None:
+                column = chunks.joined(before, column)
             c = chunks.pack(window, column)
             rows.append(
                 (run_id, key_nos[name], window, c.count, c.first, c.stride)
                 + (c.seqs, c.kind, c.values, c.low, c.high)
             )
     with connection.cursor() as cursor:
+        if continued:
+            cursor.execute(
+                f"DELETE FROM {_table(models.Chunk)} WHERE run_id = %s AND window_no = %s"
+                f" AND key_no IN ({_marks(continued)})",
+                [run_id, windows[0][0], *continued],
+            )
         cursor.executemany(
             f"INSERT INTO {_table(models.Chunk)} (run_id, key_no, window_no, count, first_seq,"
             " stride, seqs, kind, vals, low, high) VALUES"
@@ -265,6 +279,13 @@ def seal(
         gone=[numbered(pair) for pair in gone],
         upto=sealing.sealed,
     )
+
+
+def _continued(run_id: int, window: int) -> dict[int, Column]:
+    """The chunks a window already has: none, but for a window sealed part-full when its run's
+    telemetry closed and read on since (a lost run heard from again). Their columns are
+    continued, not written twice; the overviews hold their points already."""
+    return columns(run_id, None, window, window).get(window, {})
 
 
 def overviews_store(

@@ -16,10 +16,11 @@ import threading
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
-from telemetry import processes, services
+from telemetry import homes, processes, services
 from telemetry.models import Run
 
 log = logging.getLogger("divergent.supervision")
@@ -39,6 +40,7 @@ def gone(
     now: datetime,
     alive: Callable[[str, int], bool | None],
     booted: datetime,
+    remote_after: timedelta | None = None,
 ) -> bool:
     """Whether a live run's supervisor has gone: the rule, in one place.
 
@@ -47,7 +49,13 @@ def gone(
     late its heartbeat, since it may be waiting on a locked database to record how the run
     ended. Of another machine only the heartbeat can tell: gone after LOST_AFTER of silence.
     A run whose supervisor never spoke is judged by when it was made.
+
+    A remote run (remote_after given: its `div` reports over the API, retrying through
+    outages) is judged by its silence alone, however its host is named: gone once it has not
+    been heard from for remote_after.
     """
+    if remote_after is not None:
+        return now - (heartbeat or created) > remote_after
     if heartbeat is None or pid is None:
         return now - created > LOST_AFTER
     here = alive(host, pid)
@@ -65,6 +73,7 @@ def supervisor_gone(run: Run) -> bool:
         now=timezone.now(),
         alive=processes.alive_here,
         booted=processes.booted_at(),
+        remote_after=timedelta(seconds=settings.REMOTE_LOST_AFTER) if run.remote else None,
     )
 
 
@@ -72,14 +81,17 @@ def reap(runs: Iterable[Run]) -> list[Run]:
     """End as lost each live run whose supervisor has gone; the runs it ended."""
     lost = []
     for run in runs:
-        if run.is_live and supervisor_gone(run) and services.run_lose(run=run):
+        if run.is_live and homes.holds(run) and supervisor_gone(run) and services.run_lose(run=run):
             lost.append(run)
     return lost
 
 
 def reap_live(run_ids: list[int] | None = None) -> list[Run]:
-    """reap() over the live runs (or those of them named), read fresh."""
-    runs = Run.objects.filter(telemetry_closed=False, status=Run.Status.RUNNING)
+    """reap() over the live runs of this home (or those of them named), read fresh: a lost
+    run's note goes into its log, which only its own home holds."""
+    runs = Run.objects.filter(
+        telemetry_closed=False, status=Run.Status.RUNNING, home__in=homes.these()
+    )
     if run_ids is not None:
         runs = runs.filter(pk__in=run_ids)
     return reap(runs.only(*CHECKED))
@@ -94,6 +106,8 @@ CHECKED = (
     "supervisor_host",
     "supervisor_pid",
     "telemetry_closed",
+    "remote",
+    "home",
 )
 
 

@@ -54,6 +54,25 @@ def runs_table(runs: Iterable[tuple[str, str, int | str, int, str | datetime]]) 
     return aligned(("name", "status", "points", "keys", "created"), rows, (0, 0, 0, 0, 0))
 
 
+def tokens_table(tokens: Iterable[tuple[str, str | None, datetime, datetime | None]]) -> str:
+    """API tokens: (name, user, created, last used), never their text; the user column only
+    when the tokens are of several users (the server's `div token list`).
+
+    >>> at = datetime(2026, 11, 30, 4, 55)
+    >>> print(tokens_table([("laptop", None, at, None)]), end="")
+    name    created           last used
+    laptop  2026-11-30 04:55  never
+    """
+    tokens = list(tokens)
+    whose = any(user is not None for _, user, _, _ in tokens)
+    rows = [
+        (name, *([user or ""] if whose else []), _minute(made), _minute(used) if used else "never")
+        for name, user, made, used in tokens
+    ]
+    header = ("name", *(["user"] if whose else []), "created", "last used")
+    return aligned(header, rows, [0] * len(header))
+
+
 LOST_NOTE = (
     "telemetry: {run} was lost: its supervisor went without recording how the command ended; "
     "what it wrote until then is all here"

@@ -8,10 +8,11 @@ from django.contrib.auth.tokens import default_token_generator
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.utils.http import urlsafe_base64_decode
+from django.views.decorators.cache import never_cache
 
-from telemetry import queries
+from telemetry import address, queries, services
 from telemetry.api import detail_of
-from telemetry.errors import RunNotFound
+from telemetry.errors import Refused, RunNotFound
 
 
 @login_required
@@ -41,3 +42,24 @@ def login_link(request, uidb64: str, token: str):
         return render(request, "registration/link_used.html", status=404)
     login(request, user, backend="django.contrib.auth.backends.ModelBackend")
     return redirect("dashboard")
+
+
+@never_cache
+@login_required
+def account(request):
+    """The user's API tokens: made here (the text shown on this one page, never again),
+    listed with when each was last used, and revoked. CSRF-protected, as every form is."""
+    context = {"server": address.public_url(), "made": None, "text": "", "error": ""}
+    if request.method == "POST":
+        try:
+            if "revoke" in request.POST:
+                services.token_revoke(user=request.user, name=request.POST["revoke"])
+            else:
+                name = request.POST.get("name", "").strip() or None
+                context["made"], context["text"] = services.token_create(
+                    user=request.user, name=name
+                )
+        except Refused as e:
+            context["error"] = str(e)
+    context["tokens"] = queries.tokens_of(request.user)
+    return render(request, "telemetry/account.html", context)

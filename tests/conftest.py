@@ -85,3 +85,11 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.database)
         if "browser" in fixtures:
             item.add_marker(pytest.mark.browser)
+
+
+@pytest.fixture(autouse=True)
+def no_login_of_this_machines(monkeypatch, tmp_path_factory):
+    """Every `div` a test runs is local unless the test gives it a token: no test reads the
+    config file a `div login` on this machine wrote, nor a DIVERGENT_TOKEN of its shell."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
+    monkeypatch.delenv("DIVERGENT_TOKEN", raising=False)

@@ -12,7 +12,19 @@ import pytest
 from telemetry.models import Org, Run
 from tests.conftest import ROOT
 
-COMMANDS = ["ingest", "log", "org", "run", "secrets", "serve", "telemetry", "user"]
+COMMANDS = [
+    "ingest",
+    "log",
+    "login",
+    "org",
+    "run",
+    "secrets",
+    "serve",
+    "sync",
+    "telemetry",
+    "token",
+    "user",
+]
 
 
 def one_line_error(done: subprocess.CompletedProcess, code: int, text: str) -> None:

@@ -10,7 +10,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from telemetry import queries, storage
+from telemetry import queries, services, storage
 from telemetry.chunks import WINDOW
 from telemetry.lines import read_line
 from telemetry.models import Key, Point
@@ -73,6 +73,32 @@ def test_points_read_back_as_written_before_and_after_their_window_is_sealed(run
     assert (run.sealed, Point.objects.filter(run=run).count()) == (1500, 0)
     assert written(queries.points(run.pk)) == written(expected)
     assert written(queries.points(run.pk, after=1020, upto=1030)) == written(expected[1020:1030])
+
+
+def test_a_window_sealed_part_full_is_continued_when_the_telemetry_opens_again(run_of):
+    """A lost run heard from again: its last window was sealed at 1,030 points when its
+    telemetry closed, and the points after it carry on in that window."""
+    lines = [odd_numbers(step) for step in range(1, 1101)]
+    expected = [
+        (seq, read_line(json.dumps(line).encode()).numbers) for seq, line in enumerate(lines, 1)
+    ]
+    telemetry = run_of(lines[:1030])
+    run = telemetry.run
+    run.supervisor_host, run.supervisor_pid = "elsewhere", 1
+    run.save(update_fields=["supervisor_host", "supervisor_pid"])
+    assert services.run_lose(run=run)
+    telemetry.ingest()
+    assert (run.telemetry_closed, run.sealed) == (True, 1030)
+
+    services.run_heartbeat(run_id=run.pk, host="elsewhere", pid=1)
+    telemetry.write(*lines[1030:])
+    telemetry.ingest()
+    telemetry.finish()
+
+    assert (run.points, run.sealed, Point.objects.filter(run=run).count()) == (1100, 1100, 0)
+    assert written(queries.points(run.pk)) == written(expected)
+    xs, ys = queries.series(run.pk, "loss", "step", upto=run.points)
+    assert (xs, ys) == ([line["step"] for line in lines], [line["loss"] for line in lines])
 
 
 def test_columns_and_series_read_back_as_written_across_the_sealed_seq(run_of):

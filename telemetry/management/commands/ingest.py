@@ -7,11 +7,12 @@ import threading
 
 import click
 
-from telemetry.commands import command
+from telemetry.commands import SERVER, command
 from telemetry.ingest import Ingester, ingester_present
 
 
 @command(
+    where=SERVER,
     short_help="Store the telemetry of every open run.",
     help="Stores the telemetry of every run whose telemetry is not closed.",
 )

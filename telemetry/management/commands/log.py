@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from telemetry import logs, queries
+from telemetry import sources
 from telemetry.commands import RUN, command
 
 
@@ -18,4 +18,4 @@ from telemetry.commands import RUN, command
 @click.argument("run", type=RUN)
 @click.option("-f", "--follow", is_flag=True, help="Keep printing until the run ends.")
 def command(run, follow):
-    logs.follow(queries.run_named(run, user=queries.EVERY_RUN), sys.stdout.buffer, follow=follow)
+    sources.current().log(run, sys.stdout.buffer, follow=follow)

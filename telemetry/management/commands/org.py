@@ -5,10 +5,11 @@ from __future__ import annotations
 import click
 
 from telemetry import services
-from telemetry.commands import group
+from telemetry.commands import SERVER, group
 
 
 @group(
+    where=SERVER,
     short_help="Make an org and add users to it.",
     help="Orgs: a user sees only the runs of their orgs.",
 )

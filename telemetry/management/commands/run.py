@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import sys
+from functools import partial
 from pathlib import Path
 
 import click
 
-from telemetry import logs, runner, services
+from telemetry import client_runs, logs, remote, runner, services
 from telemetry.commands import command
 
 
@@ -27,14 +28,16 @@ from telemetry.commands import command
 @click.option("--detach", is_flag=True, help="Print the run's name and return.")
 @click.pass_context
 def command(ctx, directory, command, telemetry, org, detach):
-    run = services.run_launch(
-        directory=directory, command=list(command), telemetry=telemetry, org=org
-    )
+    client = remote.client()  # with a token, the run is made on the server and runs here
+    launch = services.run_launch if client is None else partial(client_runs.launch, client)
+    run = launch(directory=directory, command=list(command), telemetry=telemetry, org=org)
     # The run's name first, then its log: `div run … | head -1` takes the name, and the run
     # goes on to the end whether anyone still reads or not.
     out = logs.Printer(sys.stdout.buffer)
     out.write(f"{run.name}\n".encode())
     if detach:
-        runner.detach(run, list(command))
+        (runner.detach if client is None else client_runs.detach)(run, list(command))
         return
-    ctx.exit(runner.run_attached(run, out, list(command)))
+    if client is None:
+        ctx.exit(runner.run_attached(run, out, list(command)))
+    ctx.exit(client_runs.supervise(client, run, list(command), out))

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from telemetry import queries, services
+from telemetry import sources
 from telemetry.commands import group
 
 
@@ -24,17 +24,17 @@ def command():
 def set_(org, name):
     value = sys.stdin.read()
     # One trailing newline is echo's, not the secret's.
-    services.secret_put(org=org, name=name, value=value.removesuffix("\n"))
+    sources.current().secret_put(org, name, value.removesuffix("\n"))
 
 
 @command.command(name="list", help="The names of an org's secrets, never their values.")
 @click.argument("org")
 def list_(org):
-    sys.stdout.write("".join(name + "\n" for name in queries.secret_names(org)))
+    sys.stdout.write("".join(name + "\n" for name in sources.current().secret_names(org)))
 
 
 @command.command(help="Delete a secret.")
 @click.argument("org")
 @click.argument("name")
 def delete(org, name):
-    services.secret_delete(org=org, name=name)
+    sources.current().secret_delete(org, name)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import click
 
 from telemetry import server
-from telemetry.commands import Port, command
+from telemetry.commands import SERVER, Port, command
 
 
 @command(
+    where=SERVER,
     short_help="Serve the web app, with its ingester.",
     help="Serves the web app, with the ingester running inside it.",
 )

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from telemetry import queries, runner
+from telemetry import client_runs, queries, remote, runner
 from telemetry.commands import RUN, command
 
 
@@ -15,6 +15,9 @@ from telemetry.commands import RUN, command
 @click.argument("run", type=RUN)
 @click.pass_context
 def command(ctx, run):
+    client = remote.client()
+    if client is not None:  # a run made on a server: uploaded as it goes
+        ctx.exit(client_runs.supervise_detached(client, run, sys.stdin.buffer))
     the_run = queries.run_named(run, user=queries.EVERY_RUN)
     argv = runner.read_command(sys.stdin.buffer)
     # Stopped, it stops the command and still records how the run ended.

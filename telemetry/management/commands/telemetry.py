@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from telemetry import queries, tables
+from telemetry import queries, sources, tables
 from telemetry.commands import RUN, command
 
 NEEDS_A_RUN = "name a run for --x, --csv, --json or --follow"
@@ -28,34 +28,35 @@ X_NEEDS_KEYS = "--x picks the first column of points: name the keys too"
 @click.option("--json", "form", flag_value="json", help='{"seq": 1, "data": {...}} a line.')
 @click.option("-f", "--follow", is_flag=True, help="Keep printing points until the run ends.")
 def command(run, keys, x_key, form, follow):
+    source = sources.current()  # this machine's database, or the server's API
     if run is None:
         if x_key or form or follow:
             raise click.UsageError(NEEDS_A_RUN)
-        sys.stdout.write(tables.runs_table(queries.runs_listing()))
+        sys.stdout.write(tables.runs_table(source.runs_listing()))
         return
     points = bool(keys) or form is not None
     if not points and (follow or x_key):
         raise click.UsageError(FOLLOW_NEEDS_POINTS if follow else X_NEEDS_KEYS)
 
-    report = queries.report(run, x=x_key)
+    report = source.report(run, x=x_key)
     if not points:
         sys.stdout.write(tables.key_table(report.key_rows))
     else:
         for key in [*([x_key] if x_key else []), *keys]:
             if key not in report.written:
                 sys.stderr.write(tables.missing_key(report.run.name, key, report.written))
-        print_points(report, list(keys), form, follow)
+        print_points(source, report, list(keys), form, follow)
     sys.stderr.write(tables.notices(report.drops, report.passed_over, report.x))
     sys.stderr.write(tables.state_notes(report.run.name, report.lost, report.unread))
 
 
-def print_points(report: queries.Report, keys: list[str], form: str | None, follow: bool):
-    run, x, out = report.run, report.x, sys.stdout
+def print_points(source, report: queries.Report, keys: list[str], form: str | None, follow: bool):
+    x, out = report.x, sys.stdout
     if form == "json":
         render = tables.JsonLines(keys, x, report.written)
 
         def read(after, upto):
-            return queries.point_batches(run.pk, after=after, upto=upto)
+            return source.point_batches(report, after, upto)
     else:
         sep = "," if form == "csv" else "\t"
         # With no keys asked for, the CSV is the whole run: every point is a row.
@@ -66,9 +67,9 @@ def print_points(report: queries.Report, keys: list[str], form: str | None, foll
             return tables.series(batch, sep, every=every)
 
         def read(after, upto):
-            return queries.column_batches(run.pk, x, keys, after=after, upto=upto)
+            return source.column_batches(report, x, keys, after, upto)
 
-    for after, upto in queries.stretches(run, follow=follow):
+    for after, upto in source.stretches(report, follow=follow):
         for batch in read(after, upto):
             out.writelines(render(batch))
         if follow:

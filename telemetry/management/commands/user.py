@@ -5,12 +5,13 @@ from __future__ import annotations
 import click
 
 from telemetry import services
-from telemetry.commands import group
+from telemetry.commands import SERVER, group
 
 URL_HELP = "The server's address (default: DIVERGENT_URL, else where div serve last served)."
 
 
 @group(
+    where=SERVER,
     short_help="Make a user; print a one-time login link.",
     help="Users: no passwords; each logs in with a one-time link.",
 )

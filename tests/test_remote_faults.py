@@ -1,0 +1,246 @@
+"""A remote run through faults: the server killed mid-run, down for the whole run, a token
+revoked while the run goes on, the client killed mid-upload, the client silent for a while.
+Every line is stored exactly once, and `div run` exits with its command's code."""
+
+# ruff: noqa: F811  (fixtures imported by name, as in test_browser.py)
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import signal
+import sys
+
+from telemetry import processes, queries, services
+from telemetry.models import Run
+from tests.browser import stop
+from tests.conftest import wait_for
+from tests.remote import (  # noqa: F401  (fixtures)
+    PACED,
+    closed,
+    pid_of,
+    project,
+    remote,
+    start,
+    the_run,
+)
+
+RUN = ["--org", "acme", "--", sys.executable, "train.py"]
+# After the paced lines, 400 lines of 5 kB: dropped as too long, and 2 MB to upload.
+LONG = json.dumps({"step": 0, "pad": "x" * 5000})
+WITH_LONG_LINES = PACED + (
+    "with open(os.environ['DIVERGENT_TELEMETRY_PATH'], 'a') as f:\n"
+    f"    f.write(({LONG!r} + '\\n') * 400)\n"
+)
+
+
+def steps_stored(run: Run) -> list[int]:
+    return [data["step"] for _, data in queries.points(run.pk)]
+
+
+def points(n: int):
+    return lambda: Run.objects.filter(points__gte=n).first()
+
+
+def kept_line(url: str, run: str) -> bytes:
+    return (
+        f"div: cannot reach the server at {url} (connection refused); check DIVERGENT_URL, and "
+        f"that div serve runs there; {run} is kept here: div sync {run} uploads the rest\n"
+    ).encode()
+
+
+def go(gpu, run: Run) -> None:
+    (gpu.home / "runs" / run.name / "files" / "go").touch()
+
+
+def test_the_server_killed_mid_run_and_restarted_stores_every_line_exactly_once(remote, tmp_path):
+    folder = project(tmp_path, PACED)
+    gpu = remote.machine("alice")
+    launched = gpu.popen("run", str(folder), *RUN, "60", "0.05", "wait")
+    try:
+        run = wait_for(points(2), 30, "two points")
+        remote.kill()
+        go(gpu, run)
+        written = gpu.home / "runs" / run.name / "telemetry.jsonl"
+        wait_for(lambda: written.read_text().count("\n") >= 20, 30, "20 lines written")
+        remote.restart()
+        out, err = launched.communicate(timeout=60)
+    finally:
+        launched.kill()
+
+    assert (launched.returncode, err) == (0, b"")  # caught up: not a terminal, no progress
+    run = closed(run.name)
+    assert (run.status, run.exit_code, run.points) == ("succeeded", 0, 60)
+    assert steps_stored(run) == list(range(1, 61))
+    log = run.log_path.read_text()
+    assert [log.count(f"line {step}\n") for step in range(1, 61)] == [1] * 60
+    assert out.decode().splitlines()[-1] == "line 60"
+
+
+def test_a_server_down_for_the_whole_run_gets_all_of_it_from_div_sync(remote, tmp_path):
+    folder = project(tmp_path, WITH_LONG_LINES)
+    gpu = remote.machine("alice")
+    launched = gpu.popen("run", str(folder), *RUN, "20", "0.01", "wait")
+    try:
+        run = wait_for(points(2), 30, "two points")
+        remote.kill()
+        go(gpu, run)
+        out, err = launched.communicate(timeout=60)
+    finally:
+        launched.kill()
+    assert (launched.returncode, err) == (0, kept_line(remote.url, run.name))
+    assert out.decode().splitlines()[-1] == "line 20"
+
+    remote.restart()
+    main, terminal = pty.openpty()  # stderr a terminal: progress is shown
+    try:
+        synced = gpu.popen("sync", run.name, stderr=terminal)
+        os.close(terminal)
+        out, _ = synced.communicate(timeout=60)
+        progress = os.read(main, 65536).decode()
+    finally:
+        os.close(main)
+    assert (synced.returncode, out) == (0, b"")
+    assert progress.startswith(f"\rdiv: {run.name}: ") and progress.endswith("/s\x1b[K\r\n")
+    assert " of 2 MB sent, " in progress
+    run = closed(run.name)
+    assert (run.status, run.exit_code, run.points) == ("succeeded", 0, 20)
+    assert steps_stored(run) == list(range(1, 21))
+    assert gpu("sync").returncode == 0  # nothing left: nothing to do
+
+
+def test_a_token_revoked_while_the_run_goes_on_keeps_the_run_for_div_sync(remote, tmp_path, div):
+    folder = project(tmp_path, PACED)
+    gpu = remote.machine("alice")
+    launched = gpu.popen("run", str(folder), *RUN, "10", "0.01", "wait")
+    try:
+        run = wait_for(points(2), 30, "two points")
+        services.token_revoke(user=run.creator, name="token-1")
+        go(gpu, run)
+        out, err = launched.communicate(timeout=60)
+    finally:
+        launched.kill()
+
+    assert launched.returncode == 0
+    assert err.decode() == (
+        "div: the server does not know this token (revoked, or mistyped); make a new one with "
+        "div token create on the server or on your account page, then div login; "
+        f"{run.name} is kept here: div sync {run.name} uploads the rest\n"
+    )
+    refused = gpu("telemetry")
+    assert (refused.returncode, refused.stderr.count("\n")) == (1, 1)
+    assert refused.stderr.startswith("div: the server does not know this token")
+
+    token = div("token", "create", "--user", "alice", "--name", "again").stdout.strip()
+    synced = gpu("sync", DIVERGENT_TOKEN=token)
+    assert (synced.returncode, synced.stderr) == (0, "")
+    run = closed(run.name)
+    assert (run.status, steps_stored(run)) == ("succeeded", list(range(1, 11)))
+
+
+def test_a_client_killed_mid_upload_then_div_sync_sends_each_byte_once(remote, tmp_path):
+    folder = project(tmp_path, PACED)
+    gpu = remote.machine("alice")
+    launched = gpu.popen("run", str(folder), *RUN, "2000", "0.002")
+    run = wait_for(points(100), 30, "100 points")
+    launched.kill()  # SIGKILL, mid-upload; its command dies of the broken pipe
+    launched.communicate(timeout=30)
+    here = gpu.home / "runs" / run.name
+    command = pid_of(here)
+    wait_for(lambda: not processes.alive_here(processes.this_host(), command), 30, "its end")
+    written = (here / "telemetry.jsonl").read_text().count("\n")
+    # As if it was killed between the server taking bytes and noting it had: all is sent
+    # again, from the start and from inside a line, and the server keeps each byte once.
+    state = json.loads((here / ".upload" / "state.json").read_text())
+    state["sent"] = {"telemetry": 5, "log": 0}
+    (here / ".upload" / "state.json").write_text(json.dumps(state))
+
+    synced = gpu("sync")
+
+    assert synced.returncode == 1
+    assert synced.stderr == (
+        f"div: {run.name}'s div run was stopped before its command ended: what it wrote is "
+        "uploaded, and the server shows it as lost\n"
+    )
+    assert run.telemetry_path.read_bytes() == (here / "telemetry.jsonl").read_bytes()
+    assert run.log_path.read_bytes() == (here / "log").read_bytes()
+    wait_for(lambda: the_run(run.name).points == written, 30, f"{written} points")
+    assert steps_stored(the_run(run.name)) == list(range(1, written + 1))
+
+
+def test_a_silent_client_shows_as_lost_and_runs_again_once_heard_from(div, tmp_path):
+    served = start(div, tmp_path, DIVERGENT_REMOTE_LOST_AFTER="2")
+    folder = project(tmp_path, PACED)
+    gpu, teammate = served.machine("alice"), served.machine("bob", name="laptop")
+    launched = gpu.popen("run", str(folder), *RUN, "6", "0.01", "wait")
+    try:
+        run = wait_for(points(2), 30, "two points")
+        launched.send_signal(signal.SIGSTOP)  # silent: no upload, no heartbeat
+        wait_for(lambda: the_run(run.name).status == "lost", 30, "the run to be lost")
+        listed = teammate("telemetry").stdout.splitlines()[1].split()
+        assert listed[:3] == [run.name, "lost", "2"]
+        launched.send_signal(signal.SIGCONT)
+        wait_for(lambda: the_run(run.name).status == "running", 30, "the run to run again")
+        assert teammate("telemetry").stdout.splitlines()[1].split()[:2] == [run.name, "running"]
+        go(gpu, run)
+        out, err = launched.communicate(timeout=60)
+        assert (launched.returncode, err) == (0, b"")
+        run = closed(run.name)
+    finally:
+        launched.send_signal(signal.SIGCONT)
+        launched.kill()
+        stop(served.server.process)
+
+    assert (run.status, run.exit_code, steps_stored(run)) == ("succeeded", 0, list(range(1, 7)))
+    lost = f"div: {run.name} was lost: its supervisor (pid {launched.pid} on "
+    assert lost in run.log_path.read_text()
+
+
+def test_a_detached_remote_run_is_uploaded_to_its_end_and_followed_from_another_machine(
+    remote, tmp_path
+):
+    folder = project(tmp_path, PACED)
+    gpu, laptop = remote.machine("alice"), remote.machine("bob", name="laptop")
+
+    launched = gpu("run", str(folder), "--detach", *RUN, "10", "0.01", "wait")
+
+    assert (launched.returncode, launched.stderr) == (0, "")
+    name = launched.stdout.removesuffix("\n")
+    assert launched.stdout == f"{Run.objects.get().name}\n"
+    run = wait_for(points(2), 30, "two points")
+    following = laptop.popen("telemetry", name, "loss", "-f")
+    logging = laptop.popen("log", name, "-f")
+    try:
+        wait_for(lambda: following.stdout.readline() == b"step\tloss\n", 30, "the header")
+        go(gpu, run)
+        followed, said = following.communicate(timeout=60)
+        log, _ = logging.communicate(timeout=60)
+    finally:
+        following.kill()
+        logging.kill()
+
+    run = closed(name)
+    assert (run.status, run.exit_code, steps_stored(run)) == ("succeeded", 0, list(range(1, 11)))
+    assert (following.returncode, said) == (0, b"")
+    assert followed.decode().splitlines() == [f"{step}\t{1 / step}" for step in range(1, 11)]
+    assert logging.returncode == 0 and log == run.log_path.read_bytes()
+    assert log.decode().splitlines()[-1] == "line 10"
+
+
+def test_ctrl_c_on_a_remote_div_run_stops_it_once_its_commands_end_is_sent(remote, tmp_path):
+    folder = project(tmp_path, PACED)
+    gpu = remote.machine("alice")
+    launched = gpu.popen("run", str(folder), *RUN, "5", "0.01", "wait")
+    try:
+        run = wait_for(points(2), 30, "two points")
+        # To div run alone: its command, as one outside the terminal's group, goes on.
+        launched.send_signal(signal.SIGINT)
+        go(gpu, run)
+        out, err = launched.communicate(timeout=60)
+    finally:
+        launched.kill()
+
+    assert (launched.returncode, err) == (130, b"\n")  # click's newline after a ^C, as locally
+    run = closed(run.name)
+    assert (run.status, run.exit_code, steps_stored(run)) == ("succeeded", 0, list(range(1, 6)))
