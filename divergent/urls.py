@@ -13,6 +13,7 @@ urlpatterns = [
     path("login/<str:uidb64>/<str:token>/", views.login_link, name="login-link"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/runs/", api.runs, name="api-runs"),
+    path("api/runs/search/", api.runs_search, name="api-runs-search"),  # before a run's name
     path("api/runs/<str:name>/", api.run_detail, name="api-run"),
     path("api/runs/<str:name>/keys/", api.run_keys, name="api-keys"),
     path("api/runs/<str:name>/points/", api.run_points, name="api-points"),

@@ -66,6 +66,12 @@ RUN_NAME = re.compile(r"(?:run-)?([0-9]{1,18})")
 VIEWER = "org__membership__user"
 
 
+def search_text(command: list) -> str:
+    """What the dashboard's search matches a command against: its words as one line, in any
+    case (str.casefold, so the same on SQLite and PostgreSQL)."""
+    return " ".join(map(str, command)).casefold()
+
+
 def run_number(name: str) -> int | None:
     """run-7 or 7 -> 7; None for any other text (ASCII digits only: "run-²" is not 2)."""
     match = RUN_NAME.fullmatch(name)
@@ -128,6 +134,9 @@ class Run(models.Model):
     # Which ingester holds the run, and until when: one process at a time per run.
     lease_owner = models.CharField(max_length=100, blank=True)
     lease_until = models.DateTimeField(null=True, blank=True)
+    # The masked command as one line, case-folded: what the dashboard's search reads, the same
+    # on every database (save() keeps it).
+    search_text = models.TextField(blank=True, default="")
 
     objects = RunQuerySet.as_manager()
 
@@ -139,7 +148,18 @@ class Run(models.Model):
                 name="open_runs",
                 condition=models.Q(telemetry_closed=False),
             ),
+            # The dashboard, newest first (its default): a page of an org's runs,
+            # WHERE org_id IN (...) ORDER BY created DESC, id DESC LIMIT 50, read in order.
+            models.Index(fields=["org", "-created", "-id"], name="runs_by_created"),
+            # The dashboard filtered by status: COUNT(*) and the page of an org's failed runs.
+            models.Index(fields=["org", "status", "-created", "-id"], name="runs_by_status"),
+            # The dashboard sorted by points: WHERE org_id IN (...) ORDER BY points, id.
+            models.Index(fields=["org", "points", "id"], name="runs_by_points"),
         ]
+
+    def save(self, *args, **kwargs):
+        self.search_text = search_text(self.command)
+        super().save(*args, **kwargs)
 
     def __str__(self) -> str:
         return self.name
@@ -322,3 +342,31 @@ class Drop(models.Model):
 
     def __str__(self) -> str:
         return f"{self.reason}: {self.count}"
+
+
+# ---- the dashboard ---------------------------------------------------------------------------
+
+
+class StatValue(models.Model):
+    """A run's stat card's value, where SQL can sort by it: the dashboard sorts runs by a card,
+    known across layouts by its title (telemetry/listing.py). Kept by the ingester in the same
+    transaction as the key stats it is reduced from (services.ingest_batch); a run has a row
+    for a card once the card's key has a value."""
+
+    run = models.ForeignKey(Run, models.CASCADE, related_name="stat_values", db_index=False)
+    title = models.CharField(max_length=200)
+    value = models.FloatField()
+
+    class Meta:
+        constraints = [
+            # The page sorted by a card: LEFT JOIN on (run_id, title), one row a run. Also the
+            # ingester's upsert.
+            models.UniqueConstraint(fields=["run", "title"], name="one_stat_value_per_title"),
+        ]
+        indexes = [
+            # The cards a dashboard offers to sort by: SELECT DISTINCT title, in order.
+            models.Index(fields=["title"], name="stat_titles"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} {self.title}: {self.value}"

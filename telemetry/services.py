@@ -24,8 +24,9 @@ from telemetry import address, encryption, live, processes, shipping, storage
 from telemetry.errors import Refused
 from telemetry.layout import LayoutError, default_layout, parse_layout
 from telemetry.lines import notice
+from telemetry.listing import card_values
 from telemetry.masking import MIN_LENGTH, Masker, too_short
-from telemetry.models import Drop, Key, Layout, Membership, Org, Run, Secret
+from telemetry.models import Drop, Key, Layout, Membership, Org, Run, Secret, StatValue
 from telemetry.names import slug
 from telemetry.sealing import Sealing
 from telemetry.tailing import Mark
@@ -506,6 +507,7 @@ def ingest_batch(
                 unique_fields=["run", "name"],
                 update_fields=["count", "last", "min", "max", "passed_over", "first_passed_seq"],
             )
+            stat_values_store(run=run, layout=sealing.layout, tally=tally)
         if tally.drops:
             Drop.objects.bulk_create(
                 [Drop(run=run, reason=r, count=n) for r, n in tally.drops.items()],
@@ -551,4 +553,26 @@ def _key_row(run: Run, stats: KeyStats) -> Key:
         max=stats.max,
         passed_over=stats.passed_over,
         first_passed_seq=stats.first_passed_seq,
+    )
+
+
+def stat_values_store(*, run: Run, layout: dict, tally: Tally) -> None:
+    """The values of the run's stat cards whose keys the batch changed, where the dashboard
+    sorts by them: called by ingest_batch in the transaction that stores the key stats, so a
+    card's sort value is never behind the value it shows."""
+    stats = layout.get("stats") or []
+    if not any(stat["y"] in tally.changed for stat in stats):
+        return
+
+    def value_of(y: str, reduce: str):
+        key = tally.keys.get(y)
+        return getattr(key, reduce) if key is not None and y in tally.changed else None
+
+    rows = [
+        StatValue(run=run, title=title, value=value)
+        for title, value in card_values(layout, value_of).items()
+        if value is not None
+    ]
+    StatValue.objects.bulk_create(
+        rows, update_conflicts=True, unique_fields=["run", "title"], update_fields=["value"]
     )
