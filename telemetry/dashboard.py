@@ -15,9 +15,10 @@ The protocol (docs/api.md has it for clients):
   stops reading costs one message and the set, however much changes.
 - The states are read from the database, at most every FLUSH_SECONDS, and every
   REFRESH_SECONDS whatever was told: a change made by a process whose notes never reach this
-  one (a supervisor on another machine starting its run) still shows.
-- A run made in one of the user's orgs is told as {"created": ["run-12"]} in the next "runs"
-  message, once the user is checked to see it: the page decides whether its view shows it.
+  one (`div run` starting its command, or making a run, in a process of its own) still shows.
+- Runs made since the socket opened that the user sees are told as {"created": ["run-12"]} in
+  the next "runs" message (found by the same refresh): the page decides whether its view
+  shows them.
 
 Closing codes are the run socket's (access.py re-checks the session, the user and every
 watched run each second): LOGGED_OUT, NOT_YOURS, BAD_MESSAGES.
@@ -37,12 +38,12 @@ from telemetry import access, live
 from telemetry.access import LOGGED_OUT, NOT_YOURS, Pass
 from telemetry.consumers import BAD_MESSAGES, MAX_BAD_MESSAGES
 from telemetry.flow import new_token
-from telemetry.models import Membership, Run, run_number
+from telemetry.models import Run, run_number
 
 MAX_WATCH = 100  # rows a page may watch: two pages' worth
 MAX_CREATED = 50  # new runs told in one message; the page re-reads its view anyway
 FLUSH_SECONDS = 0.25
-REFRESH_SECONDS = 5.0
+REFRESH_SECONDS = 2.0
 SEND_WATCH = f'send {{"watch": [<the names of the runs on screen>]}}, up to {MAX_WATCH} of them'
 SEND_ACK = 'send {"ack": "<the ack of the last runs message>"}'
 FIELDS = ("pk", "status", "points", "telemetry_closed", "exit_code", "started", "ended")
@@ -72,6 +73,7 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):
         self.watched: dict[int, dict | None] = {}  # run id -> the state last sent
         self.dirty: set[int] = set()  # watched runs told to have changed since
         self.created: list[str] = []
+        self.newest = 0  # the newest run the user saw when the socket opened, or told since
         self.unacked: str | None = None
         self.granted: Pass | None = None
         self.groups_in: set[str] = set()
@@ -85,8 +87,7 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):
             await self.shut(LOGGED_OUT)
         session = self.scope.get("session")
         self.granted = Pass(session.session_key if session is not None else None, user.pk, None)
-        for org_id in await self.org_ids():
-            await self.join(live.created_group_for(org_id))
+        self.newest = await self.newest_run()
         access.watch().add(self.channel_name, self.granted, self.channel_layer)
         self.ticker = asyncio.get_running_loop().create_task(self.tick_forever())
 
@@ -174,17 +175,16 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):
             self.dirty.add(event["run"])
             await self.flush()
 
-    async def run_created(self, event):
-        if len(self.created) < MAX_CREATED and await self.visible({event["run"]}):
-            self.created.append(Run(pk=event["run"]).name)
-            await self.flush()
-
     async def dashboard_flush(self, event):
         self.timer = None
         await self.flush()
 
     async def dashboard_refresh(self, event):
         self.dirty |= set(self.watched)
+        made = await self.made_since(self.newest)
+        if made:
+            self.newest = made[-1]
+            self.created = (self.created + [Run(pk=n).name for n in made])[-MAX_CREATED:]
         await self.flush()
 
     async def access_lost(self, event):
@@ -235,9 +235,15 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):
     # ---- the database -------------------------------------------------------------------------
 
     @database_sync_to_async
-    def org_ids(self) -> list[int]:
-        user_id = self.scope["user"].pk
-        return list(Membership.objects.filter(user_id=user_id).values_list("org_id", flat=True))
+    def newest_run(self) -> int:
+        found = Run.objects.visible_to(self.scope["user"]).order_by("-pk")
+        return found.values_list("pk", flat=True).first() or 0
+
+    @database_sync_to_async
+    def made_since(self, newest: int) -> list[int]:
+        """The runs the user sees made after that one, oldest first: a few at most."""
+        found = Run.objects.visible_to(self.scope["user"]).filter(pk__gt=newest)
+        return sorted(found.order_by("-pk").values_list("pk", flat=True)[:MAX_CREATED])
 
     @database_sync_to_async
     def visible(self, numbers: set[int]) -> set[int]:

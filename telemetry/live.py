@@ -1,5 +1,5 @@
 """Telling the open Telemetry tabs that a run has new points, and the open dashboards that a run
-changed or was made, through the channel layer."""
+changed, through the channel layer."""
 
 from __future__ import annotations
 
@@ -50,20 +50,9 @@ def changes_group_for(run_id: int) -> str:
     return f"run-{run_id}.changes"
 
 
-def created_group_for(org_id: int) -> str:
-    """The group of the dashboards of an org's members: told of each new run."""
-    return f"org-{org_id}.runs"
-
-
-def _send(group: str, message: dict) -> None:
+def notify_changed(run_id: int) -> None:
     layer = get_channel_layer()
     if layer is not None:
-        async_to_sync(layer.group_send)(group, message)
-
-
-def notify_changed(run_id: int) -> None:
-    _send(changes_group_for(run_id), {"type": "run.changed", "run": run_id})
-
-
-def notify_created(org_id: int, run_id: int) -> None:
-    _send(created_group_for(org_id), {"type": "run.created", "run": run_id})
+        async_to_sync(layer.group_send)(
+            changes_group_for(run_id), {"type": "run.changed", "run": run_id}
+        )

@@ -170,7 +170,6 @@ def run_create(
             Layout.objects.create(
                 run=run, source=layout_source, origin=layout_origin, parsed=parsed
             )
-            transaction.on_commit(lambda: live.notify_created(org.pk, run.pk))
             if run.folder.exists():
                 # Left by a database since reset: no run of this one owns it.
                 shutil.rmtree(run.folder)
@@ -319,7 +318,6 @@ def _partial_folder() -> Path:
 def run_start(*, run: Run) -> None:
     run.started = timezone.now()
     run.save(update_fields=["started"])
-    live.notify_changed(run.pk)
 
 
 LOST_NOTE = (
