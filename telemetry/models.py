@@ -370,3 +370,18 @@ class StatValue(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id} {self.title}: {self.value}"
+
+
+class Sparkline(models.Model):
+    """What a run's dashboard row draws: its first panel's first key against its x, at about
+    64 min/max buckets (telemetry/sparkline.py), as JSON [xs, ys]. The ingester rewrites it
+    with each batch that brings that key, so a page reads one small row a run, never points."""
+
+    run = models.OneToOneField(Run, models.CASCADE, primary_key=True, related_name="sparkline")
+    y = models.TextField()
+    x = models.TextField(null=True)  # None: the point's place in the run
+    upto = models.IntegerField()  # the last seq it has taken in
+    line = models.TextField()
+
+    def __str__(self) -> str:
+        return f"{self.run_id} {self.y} against {self.x or 'seq'} up to {self.upto}"

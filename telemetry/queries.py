@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+import orjson
 from django.db.models import (
     CharField,
     Count,
@@ -28,15 +29,14 @@ from django.db.models import (
 from django.db.models.functions import Cast, Coalesce, Concat
 from django.utils import timezone
 
-from telemetry import chunks, storage, supervision
+from telemetry import chunks, sparkline, storage, supervision
 from telemetry.chunks import WINDOW, window_of, window_start
-from telemetry.downsample import GAP_FACTOR
 from telemetry.errors import RunNotFound
 from telemetry.ingest import Follower
 from telemetry.layout import panel_x
 from telemetry.lines import Number, Reason
 from telemetry.listing import PER_PAGE, Listing, sparkline_pair
-from telemetry.models import Drop, Key, Org, Run, Secret, StatValue
+from telemetry.models import Drop, Key, Org, Run, Secret, Sparkline, StatValue
 from telemetry.overview import Overview
 from telemetry.tables import points_cell
 
@@ -261,12 +261,9 @@ def sparklines(
             continue
         xs, ys = _pairs(unsealed.get(run_id, []), taken, y, x)
         summary.add(xs, ys, fine=False)
-        if summary.first is None:
-            continue
-        spacing = summary.coarse.spacing()
-        gap = None if spacing is None else GAP_FACTOR * spacing
-        xs, ys, _ = summary.view(buckets, summary.coarse, gap)
-        drawn[run_id] = (xs, ys)
+        line = sparkline.view(summary, buckets)
+        if line is not None:
+            drawn[run_id] = line
     return drawn
 
 
@@ -446,14 +443,30 @@ def run_page(user, listing: Listing) -> RunPage:
     for key in wanted.order_by("run_id", "order"):
         keys[key.run_id][key.name] = key
     pairs = {run.pk: sparkline_pair(run.layout.parsed, list(keys[run.pk])) for run in runs}
-    groups: dict[tuple[str, str | None], list[int]] = {}
-    for run_id, pair in pairs.items():
-        if pair is not None and pair[0] in keys[run_id]:
-            groups.setdefault(pair, []).append(run_id)
+    return RunPage(runs, total, keys, pairs, _lines(pairs, keys))
+
+
+def _lines(
+    pairs: dict[int, tuple[str, str | None] | None], keys: dict[int, dict[str, Key]]
+) -> dict[int, tuple[list, list]]:
+    """Each run's sparkline as the ingester stored it with its last batch; for a run it has
+    not stored one of that pair for (a run ingested before there were any), read from the
+    pair's coarse level and the points not sealed yet."""
+    drawn = {run_id: pair for run_id, pair in pairs.items() if pair and pair[0] in keys[run_id]}
     lines: dict[int, tuple[list, list]] = {}
+    stored = Sparkline.objects.filter(run_id__in=list(drawn)).values_list(
+        "run_id", "y", "x", "line"
+    )
+    for run_id, y, x, line in stored:
+        if drawn[run_id] == (y, x):
+            lines[run_id] = tuple(orjson.loads(line))
+    groups: dict[tuple[str, str | None], list[int]] = {}
+    for run_id, pair in drawn.items():
+        if run_id not in lines:
+            groups.setdefault(pair, []).append(run_id)
     for (y, x), run_ids in groups.items():
         lines.update(sparklines(run_ids, y, x))
-    return RunPage(runs, total, keys, pairs, lines)
+    return lines
 
 
 def card_titles(user) -> list[str]:

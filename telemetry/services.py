@@ -11,6 +11,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+import orjson
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.tokens import default_token_generator
@@ -24,11 +25,22 @@ from telemetry import address, encryption, live, processes, shipping, storage
 from telemetry.errors import Refused
 from telemetry.layout import LayoutError, default_layout, parse_layout
 from telemetry.lines import notice
-from telemetry.listing import card_values
+from telemetry.listing import card_values, sparkline_pair
 from telemetry.masking import MIN_LENGTH, Masker, too_short
-from telemetry.models import Drop, Key, Layout, Membership, Org, Run, Secret, StatValue
+from telemetry.models import (
+    Drop,
+    Key,
+    Layout,
+    Membership,
+    Org,
+    Run,
+    Secret,
+    Sparkline,
+    StatValue,
+)
 from telemetry.names import slug
 from telemetry.sealing import Sealing
+from telemetry.sparkline import Spark
 from telemetry.tailing import Mark
 from telemetry.tally import KeyStats, Tally
 
@@ -500,6 +512,7 @@ def ingest_batch(
         if windows:
             key_nos = {name: stats.order for name, stats in tally.keys.items()}
             storage.seal(run.pk, sealing=sealing, windows=windows, key_nos=key_nos)
+        sparkline_keep(run=run, tally=tally)
         if tally.changed:
             Key.objects.bulk_create(
                 [_key_row(run, tally.keys[name]) for name in tally.changed],
@@ -575,4 +588,25 @@ def stat_values_store(*, run: Run, layout: dict, tally: Tally) -> None:
     ]
     StatValue.objects.bulk_create(
         rows, update_conflicts=True, unique_fields=["run", "title"], update_fields=["value"]
+    )
+
+
+def sparkline_keep(*, run: Run, tally: Tally) -> None:
+    """Take the batch into the run's sparkline and store what it draws: called by ingest_batch
+    in the transaction that stores the points, after their windows are sealed."""
+    sealing = tally.sealing
+    pair = sparkline_pair(sealing.layout, list(tally.keys))
+    if pair is None or pair[0] not in tally.keys:
+        return
+    if sealing.spark is None or sealing.spark.pair != pair:
+        sealing.spark = Spark(pair)
+    spark = sealing.spark
+    if not spark.take(sealing.overviews.get(pair), sealing.sealed, sealing.unsealed):
+        return
+    line = spark.line()
+    if line is None:
+        return
+    y, x = pair
+    Sparkline.objects.update_or_create(
+        run=run, defaults={"y": y, "x": x, "upto": spark.taken, "line": orjson.dumps(line).decode()}
     )

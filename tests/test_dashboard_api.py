@@ -4,16 +4,18 @@ of one line (docs/api.md)."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
-from telemetry import services
+from telemetry import queries, services
 from telemetry.listing import BAD, MAX_PAGE, MAX_SEARCH, PER_PAGE
-from telemetry.models import Run, StatValue
+from telemetry.models import Run, Sparkline, StatValue
 from tests.personas import Telemetry
 
 pytest_plugins = ["tests.personas"]
@@ -480,3 +482,40 @@ def test_the_old_list_is_kept_as_it_was(client, sorted_runs):
         {"title": "Samples/s", "y": "throughput", "reduce": "max", "value": 500},
         {"title": "Samples/s", "y": "acc", "reduce": "last", "value": 0.1},
     ]
+
+
+# ---- sparklines kept by the ingester --------------------------------------------------------
+
+
+@pytest.mark.parametrize("points", [5, 1023, 1500, 3000])
+def test_the_sparkline_the_ingester_keeps_is_the_one_its_overview_and_points_draw(
+    client, launch, points
+):
+    run = launch("a", lines=[{"step": s, "loss": (s % 97) / (s + 1)} for s in range(1, points + 1)])
+    kept = Sparkline.objects.get(run=run)
+
+    assert (kept.y, kept.x, kept.upto) == ("loss", "step", points)
+    assert tuple(json.loads(kept.line)) == queries.sparklines([run.pk], "loss", "step")[run.pk]
+
+    run.feed.finish()  # the last window sealed: the same line, from the overview alone
+
+    assert json.loads(Sparkline.objects.get(run=run).line) == json.loads(kept.line)
+
+
+def test_a_page_of_live_runs_reads_their_stored_sparklines_not_their_points(client, launch):
+    live = [
+        launch(f"run {i}", lines=[{"step": s, "loss": 1 / s} for s in range(1, 600)])
+        for i in range(3)
+    ]
+    older = launch("older", lines=[{"step": 1, "loss": 4}, {"step": 2, "loss": 3}])
+    Sparkline.objects.filter(run=older).delete()  # as a run ingested before rows were kept
+
+    with CaptureQueriesContext(connection) as read:
+        body = client.get(SEARCH).json()
+
+    # One read of points not sealed yet: the older run's, drawn the way rows were before.
+    [tail] = [q["sql"] for q in read.captured_queries if "telemetry_point" in q["sql"]]
+    assert f"IN ({older.pk})" in tail
+    lines = {row["name"]: (row["sparkline"]["xs"], row["sparkline"]["ys"]) for row in body["runs"]}
+    assert lines[older.name] == ([1, 2], [4, 3])
+    assert all(lines[run.name][0][-1] == 599 for run in live)

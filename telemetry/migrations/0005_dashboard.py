@@ -91,5 +91,24 @@ class Migration(migrations.Migration):
                 fields=("run", "title"), name="one_stat_value_per_title"
             ),
         ),
+        migrations.CreateModel(
+            name="Sparkline",
+            fields=[
+                (
+                    "run",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        primary_key=True,
+                        related_name="sparkline",
+                        serialize=False,
+                        to="telemetry.run",
+                    ),
+                ),
+                ("y", models.TextField()),
+                ("x", models.TextField(null=True)),
+                ("upto", models.IntegerField()),
+                ("line", models.TextField()),
+            ],
+        ),
         migrations.RunPython(fill_in, migrations.RunPython.noop, elidable=True),
     ]
