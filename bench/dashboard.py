@@ -228,9 +228,7 @@ def build(runs: int, seed: int) -> tuple[Any, dict]:
         "keys": Key.objects.count(),
         "seconds": time.perf_counter() - started,
     }
-    progress(
-        f"copied {total:,} runs ({counts['keys']:,} key rows) in {counts['seconds']:.1f} s"
-    )
+    progress(f"copied {total:,} runs ({counts['keys']:,} key rows) in {counts['seconds']:.1f} s")
     return user, counts
 
 
@@ -347,9 +345,27 @@ def parse_args() -> argparse.Namespace:
         help="a PostgreSQL server (postgres://user@host:port): a database is made there for the"
         " run and dropped after",
     )
+    parser.add_argument(
+        "--without-indexes",
+        action="store_true",
+        help="drop the dashboard's indexes first: what each serves, by its absence",
+    )
     parser.add_argument("--tmp", type=Path, default=None, help="where the scratch files go")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     return parser.parse_args()
+
+
+DASHBOARD_INDEXES = ("runs_by_created", "runs_by_status", "runs_by_points")
+
+
+def drop_indexes() -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        for name in DASHBOARD_INDEXES:
+            cursor.execute(f"DROP INDEX {name}")
+        cursor.execute("ANALYZE")
+    progress(f"dropped {', '.join(DASHBOARD_INDEXES)}")
 
 
 def made_database(server: str) -> str:
@@ -380,6 +396,8 @@ def main() -> None:
         with scratch("div-dashboard-", args.tmp, args.keep) as work:
             setup_django(work / "home", database)
             user, counts = build(args.runs, args.seed)
+            if args.without_indexes:
+                drop_indexes()
             raw["data"] = counts
             rows = bench_pages(user, args.repeat, database, raw)
     finally:

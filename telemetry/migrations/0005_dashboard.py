@@ -81,10 +81,6 @@ class Migration(migrations.Migration):
                 to="telemetry.run",
             ),
         ),
-        migrations.AddIndex(
-            model_name="statvalue",
-            index=models.Index(fields=["title"], name="stat_titles"),
-        ),
         migrations.AddConstraint(
             model_name="statvalue",
             constraint=models.UniqueConstraint(
