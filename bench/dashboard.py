@@ -235,7 +235,7 @@ def build(runs: int, seed: int) -> tuple[Any, dict]:
 VIEWS = [
     ("newest first, page 1", {}),
     ("page 100", {"page": "100"}),
-    ("the last page", {"page": "200"}),
+    ("page 200", {"page": "200"}),
     ("running (live: points not sealed yet)", {"status": "running"}),
     ("failed", {"status": "failed"}),
     ("org lab", {"org": "lab"}),

@@ -13,6 +13,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from telemetry import services
+from telemetry.listing import BAD
 from telemetry.models import Run
 from tests.browser import (  # noqa: F401  (fixtures)
     ARTIFACTS,
@@ -166,6 +167,17 @@ def test_the_dashboard_keeps_its_view_in_the_address_and_its_rows_live(
             page.locator(f"tr[data-run='{name}'] input.pick").check()
         expect(compare).to_have_text("Compare 10")
         expect(page.locator(f"tr[data-run='{shown[11]}'] input.pick")).to_be_disabled()
+
+        # Addresses it cannot show say why, in one line.
+        page.goto(f"{server.url}/?sort=name%27%3B--")
+        expect(page.locator("#problem")).to_have_text(BAD["sort"].format(value="name';--"))
+        expect(page.locator("#runs tbody tr")).to_have_count(0)
+        page.goto(f"{server.url}/?page=99999")
+        expect(page.locator("#no-runs")).to_have_text(
+            "There is no page 99,999: the runs fill 2 pages."
+        )
+        page.locator("#pager a[data-page='2']").first.click()
+        expect(page.locator("#runs tbody tr[data-run]")).to_have_count(2)
 
         wait_for(lambda: Run.objects.filter(telemetry_closed=True).count() == SWEEP, 30, "read")
         page.goto(f"{server.url}/")

@@ -149,7 +149,7 @@
     empty.hidden = page.runs.length > 0;
     empty.textContent = page.total === 0
       ? (filtered ? "No runs match these filters." : "No runs yet. Start one with div run DIR -- COMMAND.")
-      : `There is no page ${page.page}: the runs fill ${page.pages}.`;
+      : `There is no page ${fmt.count(page.page)}: the runs fill ${fmt.count(page.pages)} page${page.pages === 1 ? "" : "s"}.`;
     total.textContent = `${fmt.count(page.total)} run${page.total === 1 ? "" : "s"}`;
     renderPager(page);
     showSelection();
