@@ -23,17 +23,15 @@ import json
 import os
 import random
 import sqlite3
-import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import reads
 from common import (
-    ROOT,
     Row,
     command_line,
-    django_env,
     interleaved,
     median,
     progress,
@@ -74,14 +72,13 @@ STATUSES = ["succeeded"] * 80 + ["failed"] * 12 + ["lost"] * 6  # and 2 in 100 r
 
 
 def setup_django(home: Path, database: str | None) -> None:
+    """reads.py's set-up, on a home made first, and on PostgreSQL when given one."""
     home.mkdir(parents=True, exist_ok=True)
-    os.environ.update(django_env(home))
     if database:
-        os.environ["DATABASE_URL"] = database
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
+        os.environ["DATABASE_URL"] = database  # reads.setup_django leaves it as it is
+    else:
+        os.environ.pop("DATABASE_URL", None)
+    reads.setup_django(home)
 
 
 def lines(points: int) -> list[dict]:

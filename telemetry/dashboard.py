@@ -30,13 +30,12 @@ import asyncio
 import json
 
 from channels.db import database_sync_to_async
-from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.utils import timezone
 
 from telemetry import access, live
 from telemetry.access import LOGGED_OUT, NOT_YOURS, Pass
-from telemetry.consumers import BAD_MESSAGES, MAX_BAD_MESSAGES
+from telemetry.consumers import RunConsumer
 from telemetry.flow import new_token
 from telemetry.models import Run, run_number
 
@@ -91,14 +90,11 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):
         access.watch().add(self.channel_name, self.granted, self.channel_layer)
         self.ticker = asyncio.get_running_loop().create_task(self.tick_forever())
 
-    async def disconnect(self, code):
-        await self.leave()
-
-    async def shut(self, code: int):
-        """Close with code and stop: nothing sent after, in no group, nothing more read."""
-        await self.leave()
-        await self.close(code=code)
-        raise StopConsumer
+    # As a run's socket does: closed for good (nothing sent after, in no group, nothing more
+    # read), and a one-line error for what is not the protocol, closing after too many.
+    disconnect = RunConsumer.disconnect
+    shut = RunConsumer.shut
+    refuse = RunConsumer.refuse
 
     async def leave(self):
         if self.granted is not None:
@@ -161,12 +157,6 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):
             return
         self.unacked = None
         await self.flush()
-
-    async def refuse(self, error: str):
-        self.bad += 1
-        if self.bad > MAX_BAD_MESSAGES:
-            await self.shut(BAD_MESSAGES)
-        await self.send_json({"type": "error", "error": error})
 
     # ---- what the channel layer brings --------------------------------------------------------
 
