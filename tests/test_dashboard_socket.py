@@ -52,7 +52,7 @@ async def dashboard(user=None) -> WebsocketCommunicator:
     headers = [(b"origin", b"http://localhost"), (b"host", b"localhost")]
     if user is not None:
         headers.append((b"cookie", cookie_of(await logged_in(user))))
-    communicator = WebsocketCommunicator(application, "/ws/runs/", headers=headers)
+    communicator = WebsocketCommunicator(application, "/ws/dashboard/", headers=headers)
     connected, _ = await communicator.connect(timeout=TIMEOUT)
     assert connected
     return communicator

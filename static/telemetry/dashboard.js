@@ -330,7 +330,7 @@
 
   function connect() {
     const scheme = location.protocol === "https:" ? "wss" : "ws";
-    const ws = new WebSocket(`${scheme}://${location.host}/ws/runs/`);
+    const ws = new WebSocket(`${scheme}://${location.host}/ws/dashboard/`);
     socket = ws;
     ws.onopen = () => { retry = 1000; watch(); };
     ws.onmessage = (event) => {
