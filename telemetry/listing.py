@@ -84,7 +84,8 @@ def parse(params: Mapping[str, Sequence[str]], orgs: Sequence[str]) -> Listing:
     chosen = _many(params, "org")
     for org in chosen:
         if org not in orgs:
-            raise ListingError(BAD["org"].format(value=_shown(org), orgs=", ".join(orgs)))
+            mine = ", ".join(orgs) or "you are in none"
+            raise ListingError(BAD["org"].format(value=_shown(org), orgs=mine))
     search = (_last(params, "q") or "").strip()
     if len(search) > MAX_SEARCH:
         raise ListingError(BAD["search"].format(length=len(search), most=MAX_SEARCH))

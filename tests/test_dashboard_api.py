@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 
 from telemetry import queries, services
 from telemetry.listing import BAD, MAX_PAGE, MAX_SEARCH, PER_PAGE
-from telemetry.models import Run, Sparkline, StatValue
+from telemetry.models import Membership, Run, Sparkline, StatValue
 from tests.personas import Telemetry
 
 pytest_plugins = ["tests.personas"]
@@ -424,6 +424,17 @@ def test_an_org_of_someone_elses_is_refused_as_one_that_does_not_exist(eve, mixe
         assert response.json() == {
             "error": f'"org" is "{org}", which is not one of your orgs: other'
         }
+
+
+def test_a_user_of_no_org_sees_no_run_and_is_told_so_when_filtering_by_one(mixed, eve):
+    Membership.objects.filter(user=eve).delete()
+    loner = Client()
+    loner.force_login(eve)
+
+    assert (names(loner.get(SEARCH)), page_facts(loner.get(SEARCH))["orgs"]) == ([], [])
+    assert loner.get(SEARCH, {"org": "acme"}).json() == {
+        "error": '"org" is "acme", which is not one of your orgs: you are in none'
+    }
 
 
 def test_logged_out_the_list_is_a_403(mixed):
