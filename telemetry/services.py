@@ -607,6 +607,10 @@ def sparkline_keep(*, run: Run, tally: Tally) -> None:
     if line is None:
         return
     y, x = pair
-    Sparkline.objects.update_or_create(
-        run=run, defaults={"y": y, "x": x, "upto": spark.taken, "line": orjson.dumps(line).decode()}
+    kept = Sparkline(run=run, y=y, x=x, upto=spark.taken, line=orjson.dumps(line).decode())
+    Sparkline.objects.bulk_create(
+        [kept],
+        update_conflicts=True,
+        unique_fields=["run"],
+        update_fields=["y", "x", "upto", "line"],
     )
