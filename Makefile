@@ -40,6 +40,7 @@ bench: $(STAMP)  ## the benchmarks: bench/README.md says what each figure is
 	$(PY) bench/tab.py
 	$(PY) bench/latency.py
 	$(PY) bench/backlog.py
+	$(PY) bench/dashboard.py
 
 clean:
 	rm -rf $(VENV) var test-artifacts

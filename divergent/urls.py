@@ -14,6 +14,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/runs/", client_api.runs, name="api-runs"),
     path("api/runs/listing/", client_api.listing, name="api-listing"),
+    path("api/runs/search/", api.runs_search, name="api-runs-search"),  # before a run's name
     path("api/runs/<str:name>/", api.run_detail, name="api-run"),
     path("api/runs/<str:name>/keys/", api.run_keys, name="api-keys"),
     path("api/runs/<str:name>/points/", api.run_points, name="api-points"),

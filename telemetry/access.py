@@ -42,7 +42,13 @@ class Pass:
 
     session_key: str | None  # None for a user that other middleware set: no session to check
     user_id: int
-    run_id: int
+    run_id: int | None
+    # A dashboard's socket watches the rows on its screen: it holds while the user sees them all.
+    run_ids: frozenset[int] = frozenset()
+
+    @property
+    def runs(self) -> frozenset[int]:
+        return self.run_ids if self.run_id is None else self.run_ids | {self.run_id}
 
 
 def revoked(passes: Iterable[Pass]) -> dict[Pass, int]:
@@ -63,7 +69,7 @@ def revoked(passes: Iterable[Pass]) -> dict[Pass, int]:
     )
     user_ids = {p.user_id for p in passes}
     users = {u.pk: u for u in get_user_model().objects.filter(pk__in=user_ids, is_active=True)}
-    seen = Run.objects.viewers({p.run_id for p in passes}, user_ids)
+    seen = Run.objects.viewers({run_id for p in passes for run_id in p.runs}, user_ids)
     store = import_string(settings.SESSION_ENGINE + ".SessionStore")()
     held = {key: store.decode(data) for key, data in sessions.items()}
     lost = {}
@@ -71,7 +77,7 @@ def revoked(passes: Iterable[Pass]) -> dict[Pass, int]:
         user = users.get(p.user_id)
         if user is None or (p.session_key and not _session_holds(held.get(p.session_key), user)):
             lost[p] = LOGGED_OUT
-        elif (p.run_id, p.user_id) not in seen:
+        elif any((run_id, p.user_id) not in seen for run_id in p.runs):
             lost[p] = NOT_YOURS
     return lost
 

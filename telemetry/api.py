@@ -21,6 +21,9 @@ from telemetry import downsample, logs, queries
 from telemetry.errors import RunNotFound
 from telemetry.layout import KEY_PATTERN, panels_for, stats_for
 from telemetry.lines import notice
+from telemetry.listing import PER_PAGE, ListingError
+from telemetry.listing import pages as pages_of
+from telemetry.listing import parse as parse_listing
 from telemetry.models import Key, Run
 
 WHOLE = re.compile(r"[0-9]{1,18}")
@@ -127,15 +130,20 @@ def key_row(key: Key) -> dict:
 
 @api_view(["GET"])
 def runs(request):
-    found = (
+    """The newest 500 runs, as they have always been listed: scripts read this. The dashboard
+    reads runs_search."""
+    found = list(
         Run.objects.visible_to(request.user)
         .select_related("org", "layout")
-        .prefetch_related("keys")
+        .defer("layout__source")
         .order_by("-pk")[:500]
     )
-    return Response(
-        {"runs": [run_summary(run, {k.name: k for k in run.keys.all()}) for run in found]}
-    )
+    # Only the keys the stats show: a run may have 256.
+    shown = {stat["y"] for run in found for stat in run.layout.parsed["stats"]}
+    keys: dict[int, dict[str, Key]] = {run.pk: {} for run in found}
+    for key in Key.objects.filter(run__in=[run.pk for run in found], name__in=shown):
+        keys[key.run_id][key.name] = key
+    return Response({"runs": [run_summary(run, keys[run.pk]) for run in found]})
 
 
 @api_view(["GET"])
@@ -378,3 +386,45 @@ def run_screen(request, name: str):
             "live": run.is_live,
         }
     )
+
+
+# ---- the dashboard: a page of runs --------------------------------------------------------------
+
+
+@api_view(["GET"])
+def runs_search(request):
+    """A page of the user's runs, filtered, searched and sorted as the query string says
+    (telemetry/listing.py; docs/api.md), each with its sparkline."""
+    orgs = queries.orgs_of(request.user)
+    try:
+        listing = parse_listing(dict(request.query_params.lists()), orgs)
+    except ListingError as e:
+        raise ValidationError({"error": str(e)}) from None
+    page = queries.run_page(request.user, listing)
+    return Response(
+        {
+            "runs": [
+                {**run_summary(run, page.keys[run.pk]), "sparkline": _sparkline(page, run.pk)}
+                for run in page.runs
+            ],
+            "page": listing.page,
+            "pages": pages_of(page.total),
+            "total": page.total,
+            "per_page": PER_PAGE,
+            "sort": listing.sort,
+            "cards": queries.card_titles(request.user),
+            "orgs": orgs,
+        }
+    )
+
+
+def _sparkline(page: queries.RunPage, run_id: int) -> dict | None:
+    """The row's sparkline: its first panel's first key against its x, and how many points
+    carry that key (0: "no points yet"), or None for a run with no panel yet."""
+    pair = page.pairs[run_id]
+    if pair is None:
+        return None
+    y, x = pair
+    key = page.keys[run_id].get(y)
+    xs, ys = page.lines.get(run_id, ([], []))
+    return {"y": y, "x": x, "count": key.count if key is not None else 0, "xs": xs, "ys": ys}

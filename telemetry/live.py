@@ -1,4 +1,5 @@
-"""Telling the open Telemetry tabs that a run has new points, through the channel layer."""
+"""Telling the open Telemetry tabs that a run has new points, and the open dashboards that a run
+changed, through the channel layer."""
 
 from __future__ import annotations
 
@@ -32,7 +33,26 @@ def notify(run_id: int, message: dict) -> None:
 
 def notify_points(run_id: int, points: list[tuple[int, dict]], last: int) -> None:
     notify(run_id, points_message(points, last))
+    notify_changed(run_id)
 
 
 def notify_status(run_id: int, status: str, closed: bool) -> None:
     notify(run_id, {"type": "run.status", "status": status, "closed": closed})
+    notify_changed(run_id)
+
+
+# ---- the dashboard: what changed, never the points ------------------------------------------
+
+
+def changes_group_for(run_id: int) -> str:
+    """The group of the dashboards showing a run's row: told that it changed, with no points,
+    so a page of 50 rows never receives 50 runs' points to learn their statuses."""
+    return f"run-{run_id}.changes"
+
+
+def notify_changed(run_id: int) -> None:
+    layer = get_channel_layer()
+    if layer is not None:
+        async_to_sync(layer.group_send)(
+            changes_group_for(run_id), {"type": "run.changed", "run": run_id}
+        )

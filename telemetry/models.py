@@ -66,6 +66,12 @@ RUN_NAME = re.compile(r"(?:run-)?([0-9]{1,18})")
 VIEWER = "org__membership__user"
 
 
+def search_text(command: list) -> str:
+    """What the dashboard's search matches a command against: its words as one line, in any
+    case (str.casefold, so the same on SQLite and PostgreSQL)."""
+    return " ".join(map(str, command)).casefold()
+
+
 def run_number(name: str) -> int | None:
     """run-7 or 7 -> 7; None for any other text (ASCII digits only: "run-²" is not 2)."""
     match = RUN_NAME.fullmatch(name)
@@ -139,6 +145,9 @@ class Run(models.Model):
     # Its supervisor is a `div` on another machine that speaks over the API: it is judged by
     # its silence alone (supervision.gone), never by a pid of this machine.
     remote = models.BooleanField(default=False)
+    # The masked command as one line, case-folded: what the dashboard's search reads, the same
+    # on every database (save() keeps it).
+    search_text = models.TextField(blank=True, default="")
 
     objects = RunQuerySet.as_manager()
 
@@ -150,7 +159,21 @@ class Run(models.Model):
                 name="open_runs",
                 condition=models.Q(telemetry_closed=False),
             ),
+            # The dashboard's page of one org, newest first (?org=lab, or a user of one org):
+            # WHERE org_id = ? ORDER BY created DESC, id DESC LIMIT 50, read in order, no sort.
+            # For a user of several orgs it finds each org's runs (and counts them) in place of
+            # the table's rows. bench/dashboard.py --without-indexes measures them all.
+            models.Index(fields=["org", "-created", "-id"], name="runs_by_created"),
+            # The dashboard filtered by status: COUNT(*) WHERE org_id IN (...) AND status = ?,
+            # and that page newest first.
+            models.Index(fields=["org", "status", "-created", "-id"], name="runs_by_status"),
+            # The dashboard sorted by points: WHERE org_id = ? ORDER BY points, id.
+            models.Index(fields=["org", "points", "id"], name="runs_by_points"),
         ]
+
+    def save(self, *args, **kwargs):
+        self.search_text = search_text(self.command)
+        super().save(*args, **kwargs)
 
     def __str__(self) -> str:
         return self.name
@@ -357,3 +380,43 @@ class Token(models.Model):
     def __str__(self) -> str:
         # Never the digest: this is what the admin and the logs show.
         return f"{self.user}/{self.name}"
+
+
+# ---- the dashboard ---------------------------------------------------------------------------
+
+
+class StatValue(models.Model):
+    """A run's stat card's value, where SQL can sort by it: the dashboard sorts runs by a card,
+    known across layouts by its title (telemetry/listing.py). Kept by the ingester in the same
+    transaction as the key stats it is reduced from (services.ingest_batch); a run has a row
+    for a card once the card's key has a value."""
+
+    run = models.ForeignKey(Run, models.CASCADE, related_name="stat_values", db_index=False)
+    title = models.CharField(max_length=200)
+    value = models.FloatField()
+
+    class Meta:
+        constraints = [
+            # The page sorted by a card: LEFT JOIN ON run_id = ? AND title = ?, one row a run;
+            # the titles a dashboard offers to sort by (SELECT DISTINCT title WHERE run_id IN
+            # the user's runs, read from the index alone); the ingester's upsert.
+            models.UniqueConstraint(fields=["run", "title"], name="one_stat_value_per_title"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} {self.title}: {self.value}"
+
+
+class Sparkline(models.Model):
+    """What a run's dashboard row draws: its first panel's first key against its x, at about
+    64 min/max buckets (telemetry/sparkline.py), as JSON [xs, ys]. The ingester rewrites it
+    with each batch that brings that key, so a page reads one small row a run, never points."""
+
+    run = models.OneToOneField(Run, models.CASCADE, primary_key=True, related_name="sparkline")
+    y = models.TextField()
+    x = models.TextField(null=True)  # None: the point's place in the run
+    upto = models.IntegerField()  # the last seq it has taken in
+    line = models.TextField()
+
+    def __str__(self) -> str:
+        return f"{self.run_id} {self.y} against {self.x or 'seq'} up to {self.upto}"

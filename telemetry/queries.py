@@ -14,16 +14,29 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Count
+import orjson
+from django.db.models import (
+    CharField,
+    Count,
+    DateTimeField,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    FilteredRelation,
+    Q,
+    Value,
+)
+from django.db.models.functions import Cast, Coalesce, Concat
+from django.utils import timezone
 
-from telemetry import chunks, storage, supervision
+from telemetry import chunks, sparkline, storage, supervision
 from telemetry.chunks import WINDOW, window_of, window_start
-from telemetry.downsample import GAP_FACTOR
 from telemetry.errors import RunNotFound
 from telemetry.ingest import Follower
 from telemetry.layout import panel_x
 from telemetry.lines import Number, Reason
-from telemetry.models import Drop, Key, Org, Run, Secret, Token
+from telemetry.listing import PER_PAGE, Listing, sparkline_pair
+from telemetry.models import Drop, Key, Org, Run, Secret, Sparkline, StatValue, Token
 from telemetry.overview import Overview
 from telemetry.services import token_digest
 from telemetry.tables import points_cell
@@ -229,22 +242,29 @@ def sparklines(
 ) -> dict[int, tuple[list, list]]:
     """y against x for many runs at once, at about `buckets` min/max buckets each: read from
     each pair's coarse level (128 buckets at most) and its points not sealed yet, never from
-    the fine level or the sealed points. Runs whose panels do not draw the pair are left out."""
+    the fine level or the sealed points; a run no window of which is sealed yet, from those
+    points alone. The runs named are ones whose panels draw the pair; those without a point of
+    it are left out."""
     run_ids = list(run_ids)
     unsealed: dict[int, list] = {}
     for run_id, seq, data in storage.tails(run_ids):
         unsealed.setdefault(run_id, []).append((seq, data))
+    stored = storage.coarse_overviews(run_ids, y, x)
     drawn = {}
-    for run_id, (head, coarse, taken) in storage.coarse_overviews(run_ids, y, x).items():
-        summary = Overview.stored(head, [], coarse)
+    for run_id in run_ids:
+        if run_id in stored:
+            head, coarse, taken = stored[run_id]
+            summary = Overview.stored(head, [], coarse)
+        elif run_id in unsealed:
+            # Not a window sealed yet that carries the pair: its points are all still whole.
+            summary, taken = Overview.empty(), 0
+        else:
+            continue
         xs, ys = _pairs(unsealed.get(run_id, []), taken, y, x)
         summary.add(xs, ys, fine=False)
-        if summary.first is None:
-            continue
-        spacing = summary.coarse.spacing()
-        gap = None if spacing is None else GAP_FACTOR * spacing
-        xs, ys, _ = summary.view(buckets, summary.coarse, gap)
-        drawn[run_id] = (xs, ys)
+        line = sparkline.view(summary, buckets)
+        if line is not None:
+            drawn[run_id] = line
     return drawn
 
 
@@ -365,3 +385,111 @@ def orgs_of(user) -> list[str]:
     return list(
         Org.objects.filter(membership__user=user).order_by("name").values_list("name", flat=True)
     )
+
+
+# ---- the dashboard: a page of runs ------------------------------------------------------------
+
+MAX_CARDS = 500  # card titles offered to sort by
+
+
+@dataclass
+class RunPage:
+    """A page of the dashboard: its runs, how many match, and what each row draws."""
+
+    runs: list[Run]
+    total: int
+    keys: dict[int, dict[str, Key]]  # run id -> the keys its stats and sparkline name
+    pairs: dict[int, tuple[str, str | None] | None]  # run id -> its sparkline's (y, x)
+    lines: dict[int, tuple[list, list]]  # run id -> its sparkline's (xs, ys), when it has points
+
+
+def matching(user, listing: Listing):
+    """The user's runs the listing's filters and search let through, in no order."""
+    runs = Run.objects.visible_to(user)
+    if listing.statuses:
+        runs = runs.filter(status__in=listing.statuses)
+    if listing.orgs:
+        runs = runs.filter(org__name__in=listing.orgs)
+    if listing.search:
+        text = listing.search.casefold()
+        name = Concat(Value("run-"), Cast("id", CharField()))
+        runs = runs.annotate(run_name=name).filter(
+            Q(search_text__contains=text) | Q(run_name__contains=text)
+        )
+    return runs
+
+
+def _ordered(runs, listing: Listing):
+    """The runs in the listing's order; ties (and runs without the value) end newest first
+    when sorting descending, oldest first ascending: never two pages with one run."""
+    if listing.column == "stat":
+        runs = runs.annotate(
+            card=FilteredRelation("stat_values", condition=Q(stat_values__title=listing.card))
+        )
+        value = F("card__value")
+    elif listing.column == "duration":
+        ended = Coalesce("ended", Value(timezone.now(), output_field=DateTimeField()))
+        runs = runs.annotate(
+            ran=ExpressionWrapper(ended - F("started"), output_field=DurationField())
+        )
+        value = F("ran")
+    else:
+        value = F(listing.column)
+    if listing.descending:
+        return runs.order_by(value.desc(nulls_last=True), "-pk")
+    return runs.order_by(value.asc(nulls_last=True), "pk")
+
+
+def run_page(user, listing: Listing) -> RunPage:
+    """The page of the user's runs that the listing asks for, with what its rows draw: the
+    stats' keys and each run's sparkline from the coarse overview (never its points)."""
+    found = matching(user, listing)
+    total = found.count()
+    if listing.offset >= total:
+        return RunPage([], total, {}, {}, {})  # past the last page: nothing more to read
+    page = _ordered(found, listing).select_related("org", "layout").defer("layout__source")
+    runs = list(page[listing.offset : listing.offset + PER_PAGE])
+    ids = [run.pk for run in runs]
+    names = {"step"}
+    for run in runs:
+        names.update(stat["y"] for stat in run.layout.parsed["stats"])
+        for panel in run.layout.parsed["panels"][:1]:
+            names.update(key for key in (panel["y"][0], panel.get("x")) if key)
+    # A run's first two keys and step decide its first panel, whatever its layout.
+    wanted = Key.objects.filter(Q(order__lte=2) | Q(name__in=names), run_id__in=ids)
+    keys: dict[int, dict[str, Key]] = {run_id: {} for run_id in ids}
+    for key in wanted.order_by("run_id", "order"):
+        keys[key.run_id][key.name] = key
+    pairs = {run.pk: sparkline_pair(run.layout.parsed, list(keys[run.pk])) for run in runs}
+    return RunPage(runs, total, keys, pairs, _lines(pairs, keys))
+
+
+def _lines(
+    pairs: dict[int, tuple[str, str | None] | None], keys: dict[int, dict[str, Key]]
+) -> dict[int, tuple[list, list]]:
+    """Each run's sparkline as the ingester stored it with its last batch; for a run it has
+    not stored one of that pair for (a run ingested before there were any), read from the
+    pair's coarse level and the points not sealed yet."""
+    drawn = {run_id: pair for run_id, pair in pairs.items() if pair and pair[0] in keys[run_id]}
+    lines: dict[int, tuple[list, list]] = {}
+    stored = Sparkline.objects.filter(run_id__in=list(drawn)).values_list(
+        "run_id", "y", "x", "line"
+    )
+    for run_id, y, x, line in stored:
+        if drawn[run_id] == (y, x):
+            lines[run_id] = tuple(orjson.loads(line))
+    groups: dict[tuple[str, str | None], list[int]] = {}
+    for run_id, pair in drawn.items():
+        if run_id not in lines:
+            groups.setdefault(pair, []).append(run_id)
+    for (y, x), run_ids in groups.items():
+        lines.update(sparklines(run_ids, y, x))
+    return lines
+
+
+def card_titles(user) -> list[str]:
+    """The titles of the stat cards the user's runs have values for: what the dashboard offers
+    to sort by."""
+    titles = StatValue.objects.filter(run__in=Run.objects.visible_to(user).values("pk"))
+    found = titles.values_list("title", flat=True).distinct().order_by("title")[:MAX_CARDS]
+    return sorted(found, key=lambda title: (title.casefold(), title))

@@ -17,6 +17,7 @@ from telemetry.chunks import Column
 from telemetry.layout import panels_for
 from telemetry.lines import Number
 from telemetry.overview import Overview, pairs
+from telemetry.sparkline import Spark
 
 Pair = tuple[str, str | None]
 Window = tuple[int, dict[str, Column]]  # a window's number and its keys' columns
@@ -28,6 +29,8 @@ class Sealing:
     sealed: int = 0  # the last seq sealed; later points are stored whole
     unsealed: list[tuple[int, dict[str, Number]]] = field(default_factory=list)
     overviews: dict[Pair, Overview] = field(default_factory=dict)
+    # The dashboard row's sparkline, kept as points arrive (sparkline.py): the ingester's own.
+    spark: Spark | None = None
 
     def take(self, points: Sequence[tuple[int, dict]], *, close: bool) -> list[Window]:
         """Hold the batch's points; return the windows complete now (every window, on close),

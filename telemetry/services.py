@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
+import orjson
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.tokens import default_token_generator
@@ -29,10 +30,23 @@ from telemetry import address, encryption, homes, live, processes, shipping, sto
 from telemetry.errors import Refused
 from telemetry.layout import LayoutError, default_layout, parse_layout
 from telemetry.lines import notice
+from telemetry.listing import card_values, sparkline_pair
 from telemetry.masking import MIN_LENGTH, Masker, too_short
-from telemetry.models import Drop, Key, Layout, Membership, Org, Run, Secret, Token
+from telemetry.models import (
+    Drop,
+    Key,
+    Layout,
+    Membership,
+    Org,
+    Run,
+    Secret,
+    Sparkline,
+    StatValue,
+    Token,
+)
 from telemetry.names import slug
 from telemetry.sealing import Sealing
+from telemetry.sparkline import Spark
 from telemetry.tailing import Mark
 from telemetry.tally import KeyStats, Tally
 
@@ -605,6 +619,7 @@ def ingest_batch(
         if windows:
             key_nos = {name: stats.order for name, stats in tally.keys.items()}
             storage.seal(run.pk, sealing=sealing, windows=windows, key_nos=key_nos)
+        sparkline_keep(run=run, tally=tally)
         if tally.changed:
             Key.objects.bulk_create(
                 [_key_row(run, tally.keys[name]) for name in tally.changed],
@@ -612,6 +627,7 @@ def ingest_batch(
                 unique_fields=["run", "name"],
                 update_fields=["count", "last", "min", "max", "passed_over", "first_passed_seq"],
             )
+            stat_values_store(run=run, layout=sealing.layout, tally=tally)
         if tally.drops:
             Drop.objects.bulk_create(
                 [Drop(run=run, reason=r, count=n) for r, n in tally.drops.items()],
@@ -698,3 +714,50 @@ def token_used(*, token: Token) -> None:
     if token.last_used is None or now - token.last_used > TOKEN_TOUCH:
         Token.objects.filter(pk=token.pk).update(last_used=now)
         token.last_used = now
+
+
+def stat_values_store(*, run: Run, layout: dict, tally: Tally) -> None:
+    """The values of the run's stat cards whose keys the batch changed, where the dashboard
+    sorts by them: called by ingest_batch in the transaction that stores the key stats, so a
+    card's sort value is never behind the value it shows."""
+    stats = layout.get("stats") or []
+    if not any(stat["y"] in tally.changed for stat in stats):
+        return
+
+    def value_of(y: str, reduce: str):
+        key = tally.keys.get(y)
+        return getattr(key, reduce) if key is not None and y in tally.changed else None
+
+    rows = [
+        StatValue(run=run, title=title, value=value)
+        for title, value in card_values(layout, value_of).items()
+        if value is not None
+    ]
+    StatValue.objects.bulk_create(
+        rows, update_conflicts=True, unique_fields=["run", "title"], update_fields=["value"]
+    )
+
+
+def sparkline_keep(*, run: Run, tally: Tally) -> None:
+    """Take the batch into the run's sparkline and store what it draws: called by ingest_batch
+    in the transaction that stores the points, after their windows are sealed."""
+    sealing = tally.sealing
+    pair = sparkline_pair(sealing.layout, list(tally.keys))
+    if pair is None or pair[0] not in tally.keys:
+        return
+    if sealing.spark is None or sealing.spark.pair != pair:
+        sealing.spark = Spark(pair)
+    spark = sealing.spark
+    if not spark.take(sealing.overviews.get(pair), sealing.sealed, sealing.unsealed):
+        return
+    line = spark.line()
+    if line is None:
+        return
+    y, x = pair
+    kept = Sparkline(run=run, y=y, x=x, upto=spark.taken, line=orjson.dumps(line).decode())
+    Sparkline.objects.bulk_create(
+        [kept],
+        update_conflicts=True,
+        unique_fields=["run"],
+        update_fields=["y", "x", "upto", "line"],
+    )
