@@ -41,6 +41,10 @@ BAD_PARAMS = {
     "panel": '"panel" is "{value}", which is not a panel of this run: it has {count}, from 0',
 }
 NDJSON = "application/x-ndjson"
+# A streamed answer is never reused without asking again. Not "no-store": Chromium reports a
+# no-store stream read to its end by a page as aborted, which keeps tools waiting for the
+# network to go idle (Playwright's networkidle) waiting for ever.
+NO_CACHE = "no-cache"
 
 
 def visible_run(request, name: str) -> Run:
@@ -200,14 +204,9 @@ def run_series(request, name: str):
     x = request.query_params.get("x") or None
     if x is not None:
         _key(request, "x", x)
-    low, high = _number(request, "low"), _number(request, "high")
-    if low is not None and high is not None and low > high:
-        raise _bad("range")
+    low, high, weight = _range_and_smoothing(request)
     buckets = _whole(request, "buckets", downsample.BUCKETS, 10, MAX_BUCKETS)
     raw = request.query_params.get("raw") in ("1", "true")
-    weight = _number(request, "smooth") or 0.0
-    if not 0 <= weight <= 0.999:
-        raise _bad("smooth", value=request.query_params.get("smooth"))
     scale = request.query_params.get("scale") or "linear"
     if scale not in ("linear", "log"):
         raise _bad("scale", value=scale)
@@ -225,6 +224,17 @@ def run_series(request, name: str):
         upto=run.points,
     )
     return Response({"x": x, "last": run.points, "series": series})
+
+
+def _range_and_smoothing(request) -> tuple[float | None, float | None, float]:
+    """?low=&high= (zooming in) and ?smooth=, as /series/ and /panels/ take them."""
+    low, high = _number(request, "low"), _number(request, "high")
+    if low is not None and high is not None and low > high:
+        raise _bad("range")
+    weight = _number(request, "smooth") or 0.0
+    if not 0 <= weight <= 0.999:
+        raise _bad("smooth", value=request.query_params.get("smooth"))
+    return low, high, weight
 
 
 def traces(
@@ -324,9 +334,12 @@ def run_panels(request, name: str):
 
     ?panel=0&panel=3  the panels to send, by their place in the run's panels (all, left out)
     ?buckets=2000     as /series/
+    ?low=&high=       an x range, in each panel's own x: the panels a tab zooms together
+    ?smooth=0.6       as /series/
     """
     run = visible_run(request, name)
     buckets = _whole(request, "buckets", downsample.BUCKETS, 10, MAX_BUCKETS)
+    low, high, weight = _range_and_smoothing(request)
     panels = panels_for(run.layout.parsed, [k.name for k in queries.keys_of(run)])
     chosen = [_panel(value, len(panels)) for value in request.query_params.getlist("panel")]
     upto = run.points
@@ -334,14 +347,22 @@ def run_panels(request, name: str):
     def part(number: int) -> bytes:
         panel = panels[number]
         series = traces(
-            run, panel["y"], panel["x"], upto=upto, buckets=buckets, scale=panel["scale"]
+            run,
+            panel["y"],
+            panel["x"],
+            upto=upto,
+            buckets=buckets,
+            scale=panel["scale"],
+            low=low,
+            high=high,
+            weight=weight,
         )
         body = {"panel": number, "x": panel["x"], "last": upto, "series": series}
         return orjson.dumps(body) + b"\n"
 
     numbers = chosen or list(range(len(panels)))
     response = StreamingHttpResponse(_each(request, part, numbers), content_type=NDJSON)
-    response["Cache-Control"] = "no-store"
+    response["Cache-Control"] = NO_CACHE
     return response
 
 
