@@ -16,7 +16,7 @@ from datetime import datetime
 
 from django.db.models import Count
 
-from telemetry import chunks, storage, supervision
+from telemetry import chunks, comparison, storage, supervision
 from telemetry.chunks import WINDOW, window_of, window_start
 from telemetry.downsample import GAP_FACTOR
 from telemetry.errors import RunNotFound
@@ -340,3 +340,24 @@ def secret_names(org: str) -> list[str]:
     return list(
         Secret.objects.filter(org__name=org).order_by("name").values_list("name", flat=True)
     )
+
+
+# ---- a comparison of runs -----------------------------------------------------------------
+
+NOT_ALL_YOURS = "not every run of the comparison is one you can see"
+
+
+def runs_compared(text: str | None, *, user, layout: str | None = None) -> tuple[list[Run], Run]:
+    """The runs a comparison's list names, in its order, and the one whose layout it shows.
+
+    All of them or none: a name that is malformed, or of a run that does not exist or that the
+    user may not see, is NotAComparison or RunNotFound, never a comparison of the others. One
+    query, however long the list (comparison.MOST_RUNS at most).
+    """
+    numbers = comparison.run_numbers(text)
+    shown = comparison.shown_layout(layout, numbers)
+    found = Run.objects.visible_to(user).filter(pk__in=numbers).select_related("org", "layout")
+    runs = {run.pk: run for run in found}
+    if len(runs) != len(numbers):
+        raise RunNotFound(NOT_ALL_YOURS)
+    return [runs[number] for number in numbers], runs[shown]
