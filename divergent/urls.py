@@ -21,4 +21,8 @@ urlpatterns = [
     path("api/runs/<str:name>/log/", api.run_log, name="api-log"),
     path("api/runs/<str:name>/log/screen/", api.run_screen, name="api-log-screen"),
     path("admin/", admin.site.urls),
+    # A comparison of runs: /compare/?runs=run-3,run-7
+    path("compare/", views.compare_page, name="compare"),
+    path("api/compare/", api.compare, name="api-compare"),
+    path("api/compare/panels/", api.compare_panels, name="api-compare-panels"),
 ]
