@@ -89,11 +89,14 @@ class Watch:
     """The open sockets of one event loop (one server process), re-checked together."""
 
     def __init__(self) -> None:
-        self.sockets: dict[str, tuple[Pass, object]] = {}  # channel name -> (pass, its layer)
+        # channel name -> (its passes: one a run it carries, its layer)
+        self.sockets: dict[str, tuple[tuple[Pass, ...], object]] = {}
         self.task: asyncio.Task | None = None
 
-    def add(self, channel: str, granted: Pass, layer) -> None:
-        self.sockets[channel] = (granted, layer)
+    def add(self, channel: str, granted: Pass | tuple[Pass, ...], layer) -> None:
+        """A socket let in: by one pass, or by one for each run it carries (a comparison's),
+        every one of which must hold for it to stay open."""
+        self.sockets[channel] = (granted if isinstance(granted, tuple) else (granted,), layer)
         if self.task is None or self.task.done():
             self.task = asyncio.get_running_loop().create_task(self.recheck_forever())
 
@@ -110,15 +113,19 @@ class Watch:
 
     async def recheck(self) -> None:
         open_now = dict(self.sockets)
+        passes = [p for granted, _ in open_now.values() for p in granted]
         try:
-            lost = await database_sync_to_async(revoked)([p for p, _ in open_now.values()])
+            lost = await database_sync_to_async(revoked)(passes)
         except Exception as e:  # the database is away: the next second tries again
             log.warning("could not re-check the open sockets' access: %s", e)
             return
         for channel, (granted, layer) in open_now.items():
-            if granted in lost and channel in self.sockets:
+            codes = {lost[p] for p in granted if p in lost}
+            if codes and channel in self.sockets:
+                # Logged out says more than one run no longer seen: log in again.
+                code = LOGGED_OUT if LOGGED_OUT in codes else NOT_YOURS
                 try:
-                    await layer.send(channel, {"type": "access.lost", "code": lost[granted]})
+                    await layer.send(channel, {"type": "access.lost", "code": code})
                 except ChannelFull:
                     pass  # told again in a second
 
