@@ -41,6 +41,7 @@ const Charts = (function () {
   //   single      true on a run's tab: a trace is called by its key, coloured by its place
   //   grouped     whether the panels are grouped into sections by their key's prefix (the
   //               default layout's)
+  //   x           the key every panel is drawn against (a comparison aligned); else each its own
   //   url(numbers, view)   the address that answers these panels (their places in the run's
   //               panels) at view {range, smooth, x}, a line each
   //   part(line)  a line of that answer as {panel, x, runs: [{run, last, series}]}
@@ -55,7 +56,7 @@ const Charts = (function () {
     const known = new Set(); // every key a panel draws or is drawn against
     const sectionEls = new Map();
     let smoothing = 0;
-    let alignedX = null; // every panel's x when the page aligns them; null: each panel's own
+    let alignedX = options.x || null; // every panel's x when the page aligns them; null: each its own
     let ready = false; // Plotly has loaded
     let observer = null;
     let syncing = false;
