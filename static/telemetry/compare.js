@@ -28,6 +28,7 @@ const Comparison = (function () {
     }
     paint();
     renderStats();
+    names.forEach(showPoints);
     board = Charts.board({
       container: document.getElementById("panels"),
       runs,
@@ -89,6 +90,10 @@ const Comparison = (function () {
         row.append(column.cells[run.name]);
       }
     });
+  }
+
+  function showPoints(run) {
+    for (const cell of document.querySelectorAll(`tr[data-run='${run}'] .points`)) cell.textContent = fmt.count(sent[run]);
   }
 
   function updateStats(run, points) {
@@ -197,6 +202,7 @@ const Comparison = (function () {
     const fresh = points.filter((p) => p.seq > sent[run]);
     if (!fresh.length) return;
     sent[run] = fresh[fresh.length - 1].seq;
+    showPoints(run);
     updateStats(run, fresh);
     board.receive(run, fresh);
     // The default layout of the run shown has a panel a key: one it writes now adds a panel.
