@@ -174,6 +174,20 @@ def test_three_runs_compared_one_running_with_colours_notes_live_points_and_x_by
         expect(best).to_have_text(["0.066667", "0.15", "0.05"])
         expect(page.locator(f"#stats tr[data-run='{c}'] .points")).to_have_text("11")
 
+        # Zoomed in: every run read again in the range, at full resolution; then out again.
+        page.evaluate(
+            "Plotly.relayout(document.querySelector(\"section.panel[data-title='Loss'] .plot\"),"
+            " {'xaxis.range': [5, 8]})"
+        )
+        expect(panel(page, "Loss")).to_have_attribute("data-points", str(4 * 3))
+        zoomed = traces(page, "Loss")
+        assert [t["x"] for t in zoomed.values()] == [[5, 6, 7, 8]] * 3
+        page.evaluate(
+            "Plotly.relayout(document.querySelector(\"section.panel[data-title='Loss'] .plot\"),"
+            " {'xaxis.autorange': true})"
+        )
+        expect(panel(page, "Loss")).to_have_attribute("data-points", str(30 + 20 + 11))
+
         # Every panel against epoch, which all three wrote; kept in the address.
         page.select_option("#align", "epoch")
         page.wait_for_function(
