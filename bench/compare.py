@@ -35,15 +35,12 @@ from common import (
     write_json,
 )
 from tab import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     LAYOUT,
-    PAGE_HOOK,
     PANELS,
     brief,
-    launch,
+    ingest_ended,
     load_tab,
-    log_in,
+    loads_in_turns,
     parts_done,
     serving,
     setup_django,
@@ -57,7 +54,6 @@ FIRST_PANEL_MAX_S = 2.0
 def build_runs(count: int, points: int) -> tuple[Any, list[Any]]:
     """A user, and COUNT ended, ingested runs of POINTS points on the 4-panel layout."""
     from telemetry import services
-    from telemetry.ingest import Ingester
 
     user = services.user_create(username="bench", orgs=[services.DEFAULT_ORG])
     runs = []
@@ -67,14 +63,8 @@ def build_runs(count: int, points: int) -> tuple[Any, list[Any]]:
         )
         write_run_file(run.telemetry_path, points, seed=seed)
         services.run_finish(run=run, exit_code=0)
-        ingester = Ingester(run_ids=[run.pk])
-        while ingester.tail_once():
-            pass
-        run.refresh_from_db()
-        if run.points != points or not run.telemetry_closed:
-            raise RuntimeError(f"{run.name} has {run.points} points")
+        ingest_ended(run, points)
         runs.append(run)
-        progress(f"built and ingested {run.name}: {points:,} points")
     return user, runs
 
 
@@ -109,44 +99,8 @@ def bench_server(user: Any, runs: list[Any], repeat: int, raw: dict) -> Row:
     )
 
 
-def bench_browser(server: Any, link: str, urls: dict, loads: int, work: Path) -> dict:
-    """`loads` page loads of the comparison and of one run's tab in turns, warm then cold."""
-    from playwright.sync_api import sync_playwright
-
-    out: dict = {"warm": {name: [] for name in urls}, "cold": {name: [] for name in urls}}
-    with sync_playwright() as playwright:
-        browser = launch(playwright)
-        try:
-            state = log_in(browser, link)
-            for i in range(loads):
-                for name, url in urls.items():
-                    context = browser.new_context(storage_state=state)
-                    context.add_init_script(PAGE_HOOK)
-                    try:
-                        out["cold"][name].append(load_tab(context, url, PANELS))
-                    finally:
-                        context.close()
-                    progress(f"  cold {name} {i + 1}: {brief(out['cold'][name][-1])}")
-        finally:
-            browser.close()
-        profile = work / "chromium-profile"
-        for i in range(loads + 1):
-            for name, url in urls.items():
-                context = playwright.chromium.launch_persistent_context(
-                    str(profile), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True
-                )
-                try:
-                    context.add_cookies(state["cookies"])
-                    context.add_init_script(PAGE_HOOK)
-                    load = load_tab(context, url, PANELS)
-                finally:
-                    context.close()
-                if i == 0:
-                    progress(f"  warm-up visit {name}: {brief(load)}")
-                    continue
-                out["warm"][name].append(load)
-                progress(f"  warm {name} {i}: {brief(load)}")
-    return out
+def measure(context: Any, name: str, url: str) -> dict:
+    return load_tab(context, url, PANELS)
 
 
 def browser_rows(loads: dict, runs: int, points: int) -> list[Row]:
@@ -219,7 +173,7 @@ def main() -> None:
                 "comparison": f"{server.url}/compare/?runs={names}",
                 "one run": f"{server.url}/runs/{runs[0].name}/",
             }
-            loads = bench_browser(server, link, urls, args.loads, work)
+            loads = loads_in_turns(link, urls, args.loads, work, measure, brief)
     rows += browser_rows(loads, args.runs, args.points)
     raw["browser"] = loads
     load = {"before": load_before, "after": os.getloadavg()}

@@ -26,13 +26,10 @@ from typing import Any
 
 from common import MB, Row, command_line, median, progress, scratch, spread, table, write_json
 from tab import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     PAGE_FIGURES,
-    PAGE_HOOK,
     build_run,
-    launch,
-    log_in,
+    ingest_ended,
+    loads_in_turns,
     serving,
     settle,
     setup_django,
@@ -111,21 +108,13 @@ def write_wide_file(path: Path, layers: int, steps: int, *, seed: int = 1) -> in
 def build_wide_run(layers: int, steps: int) -> Any:
     """An ended, ingested run without a telemetry.toml: the default layout, a panel a key."""
     from telemetry import services
-    from telemetry.ingest import Ingester
 
     run = services.run_create(org=services.org_get_or_create(), command=["python", "train.py"])
     size = write_wide_file(run.telemetry_path, layers, steps)
     keys = layers * len(METRICS)
     progress(f"wrote {run.name}'s telemetry: {keys} keys, {steps:,} steps, {size / MB:.0f} MB")
     services.run_finish(run=run, exit_code=0)
-    started = time.perf_counter()
-    ingester = Ingester(run_ids=[run.pk])
-    while ingester.tail_once():
-        pass
-    run.refresh_from_db()
-    if not run.telemetry_closed:
-        raise RuntimeError(f"{run.name} was not read to its end")
-    progress(f"ingested {run.points:,} points in {time.perf_counter() - started:.1f} s")
+    ingest_ended(run)
     return run
 
 
@@ -168,47 +157,6 @@ def brief(load: dict) -> str:
         f" {load['first_panel_s']:.3f} s), {load['drawn_on_opening']} of {load['panels']} drawn,"
         f" {load['api_requests']} requests, {load['data_bytes'] / 1000:.0f} kB{scrolled}"
     )
-
-
-def bench_browser(server: Any, link: str, runs: dict, loads: int, work: Path) -> dict:
-    """`loads` page loads of each tab, cold then warm, the two tabs in turns."""
-    from playwright.sync_api import sync_playwright
-
-    urls = {name: f"{server.url}/runs/{run.name}/" for name, run in runs.items()}
-    out: dict = {"cold": {name: [] for name in urls}, "warm": {name: [] for name in urls}}
-    with sync_playwright() as playwright:
-        browser = launch(playwright)
-        try:
-            state = log_in(browser, link)
-            for i in range(loads):
-                for name, url in urls.items():
-                    context = browser.new_context(storage_state=state)
-                    context.add_init_script(PAGE_HOOK)
-                    try:
-                        out["cold"][name].append(load_in_view(context, url, scroll=name == "wide"))
-                    finally:
-                        context.close()
-                    progress(f"  cold {name} {i + 1}: {brief(out['cold'][name][-1])}")
-        finally:
-            browser.close()
-        profile = work / "chromium-profile"
-        for i in range(loads + 1):
-            for name, url in urls.items():
-                context = playwright.chromium.launch_persistent_context(
-                    str(profile), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True
-                )
-                try:
-                    context.add_cookies(state["cookies"])
-                    context.add_init_script(PAGE_HOOK)
-                    load = load_in_view(context, url, scroll=name == "wide")
-                finally:
-                    context.close()
-                if i == 0:
-                    progress(f"  warm-up visit {name}: {brief(load)}")
-                    continue
-                out["warm"][name].append(load)
-                progress(f"  warm {name} {i}: {brief(load)}")
-    return out
 
 
 def rows_of(loads: dict, keys: int) -> list[Row]:
@@ -302,7 +250,12 @@ def main() -> None:
             link = services.login_link(user=user, base=server.url)
             connections.close_all()
             runs = {"floor": floor_run, "wide": wide_run}
-            loads = bench_browser(server, link, runs, args.loads, work)
+            urls = {name: f"{server.url}/runs/{run.name}/" for name, run in runs.items()}
+
+            def measure(context: Any, name: str, url: str) -> dict:
+                return load_in_view(context, url, scroll=name == "wide")
+
+            loads = loads_in_turns(link, urls, args.loads, work, measure, brief)
     keys = args.layers * len(METRICS)
     rows = rows_of(loads, keys)
     load = {"before": load_before, "after": os.getloadavg()}

@@ -177,7 +177,6 @@ def build_run(points: int) -> tuple[Any, Any, int]:
     link: the benchmark makes its own with services.login_link, as `div user add` does.
     """
     from telemetry import services
-    from telemetry.ingest import Ingester
 
     user = services.user_create(username="bench", orgs=[services.DEFAULT_ORG])
     run = services.run_create(
@@ -186,15 +185,23 @@ def build_run(points: int) -> tuple[Any, Any, int]:
     size = write_run_file(run.telemetry_path, points)
     progress(f"wrote {run.name}'s telemetry.jsonl: {points:,} lines, {size / MB:.1f} MB")
     services.run_finish(run=run, exit_code=0)
+    ingest_ended(run, points)
+    return user, run, size
+
+
+def ingest_ended(run: Any, points: int | None = None) -> None:
+    """Read an ended run's telemetry to its end, as `div ingest` would, in this process."""
+    from telemetry.ingest import Ingester
+
     started = time.perf_counter()
     ingester = Ingester(run_ids=[run.pk])
     while ingester.tail_once():
         pass
     run.refresh_from_db()
-    if run.points != points or not run.telemetry_closed:
+    if (points is not None and run.points != points) or not run.telemetry_closed:
         raise RuntimeError(f"{run.name} has {run.points} points, closed={run.telemetry_closed}")
-    progress(f"ingested {points:,} points in {time.perf_counter() - started:.1f} s")
-    return user, run, size
+    seconds = time.perf_counter() - started
+    progress(f"ingested {run.name}'s {run.points:,} points in {seconds:.1f} s")
 
 
 # --- figure 1: the series API against a bare SQLite read -------------------------------------
@@ -654,6 +661,51 @@ def warm_loads(playwright: Any, state: dict, url: str, loads: int, profile: Path
         results.append(result)
         progress(f"  warm load {i}: {brief(result)}")
     return results
+
+
+def loads_in_turns(
+    link: str, urls: dict[str, str], loads: int, work: Path, measure: Any, brief: Any
+) -> dict:
+    """`loads` cold loads of each page (a new context, an empty cache), then `loads` warm ones
+    (a new persistent context on one profile, after an untimed visit), the pages in turns so
+    that the machine's noise falls on each alike. `measure(context, name, url)` opens a page
+    and returns what it measured. Returns {"cold": {name: [...]}, "warm": {name: [...]}}."""
+    from playwright.sync_api import sync_playwright
+
+    out: dict = {"cold": {name: [] for name in urls}, "warm": {name: [] for name in urls}}
+    with sync_playwright() as playwright:
+        browser = launch(playwright)
+        try:
+            state = log_in(browser, link)
+            for i in range(loads):
+                for name, url in urls.items():
+                    context = browser.new_context(storage_state=state)
+                    context.add_init_script(PAGE_HOOK)
+                    try:
+                        out["cold"][name].append(measure(context, name, url))
+                    finally:
+                        context.close()
+                    progress(f"  cold {name} {i + 1}: {brief(out['cold'][name][-1])}")
+        finally:
+            browser.close()
+        profile = work / "chromium-profile"
+        for i in range(loads + 1):
+            for name, url in urls.items():
+                context = playwright.chromium.launch_persistent_context(
+                    str(profile), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True
+                )
+                try:
+                    context.add_cookies(state["cookies"])
+                    context.add_init_script(PAGE_HOOK)
+                    load = measure(context, name, url)
+                finally:
+                    context.close()
+                if i == 0:
+                    progress(f"  warm-up visit {name}: {brief(load)}")
+                    continue
+                out["warm"][name].append(load)
+                progress(f"  warm {name} {i}: {brief(load)}")
+    return out
 
 
 def brief(load: dict) -> str:

@@ -26,23 +26,7 @@ from tests.browser import (  # noqa: F401  (fixtures)
 )
 from tests.conftest import wait_for
 from tests.test_browser_csp import VIOLATIONS, watched
-
-LAYOUT = """\
-x = "step"
-
-[[panel]]
-title = "Loss"
-y = "loss"
-
-[[panel]]
-title = "Eval"
-y = "eval_loss"
-
-[[stat]]
-title = "Best loss"
-y = "loss"
-reduce = "min"
-"""
+from tests.test_compare_api import LAYOUT  # Loss, Eval, and the best loss as a stat
 
 
 def lines(steps: range, scale: float, *, evals: bool) -> list[dict]:

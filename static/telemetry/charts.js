@@ -13,6 +13,7 @@ const Charts = (function () {
   // A panel this close to the view (a screen above or below) is asked for before it is in it.
   const NEAR = "100% 0px";
   const RETRY = 3000;
+  const RETRY_MIN = 500, RETRY_MAX = 15000; // a socket's wait before it reconnects
 
   // Reads a response of one JSON value a line (application/x-ndjson), handing each to onLine
   // the moment its line is in: the first panel is drawn while the server makes the others.
@@ -33,6 +34,53 @@ const Charts = (function () {
       }
       if (done) return;
     }
+  }
+
+  // One websocket of points, kept open (docs/api.md): acknowledges each points message once it
+  // is handled, says why it closed, and reconnects after a growing wait. options:
+  //   path()      the socket's path; after() what to say once open: the seq, or seqs, the page has
+  //   opened(), points(message), status(message), note(text)
+  //   over()      whether nothing more is to come (the telemetry is all here)
+  //   behind()    the socket closed with 4413: read the rest from the API, then connect again
+  //   notYours, loggedOut   what the page says when closed with 4403, with 4401
+  function live(options) {
+    let socket = null;
+    let wait = RETRY_MIN;
+
+    function connect() {
+      const scheme = location.protocol === "https:" ? "wss" : "ws";
+      socket = new WebSocket(`${scheme}://${location.host}${options.path()}`);
+      socket.onopen = () => {
+        wait = RETRY_MIN;
+        options.opened();
+        socket.send(JSON.stringify({ after: options.after() }));
+      };
+      socket.onmessage = (event) => {
+        const message = JSON.parse(event.data);
+        if (message.type === "points") {
+          options.points(message);
+          // Drawn: the server holds back what it has not heard we have.
+          if (event.target.readyState === WebSocket.OPEN) event.target.send(JSON.stringify({ ack: message.ack }));
+        } else if (message.type === "status") options.status(message);
+      };
+      socket.onclose = (event) => {
+        socket = null;
+        if (options.over()) return;
+        if (event.code === 4403) { options.note(options.notYours); return; }
+        if (event.code === 4401) { options.note(options.loggedOut); return; }
+        if (event.code === 4413) { options.note("Catching up…"); options.behind(); return; }
+        later(connect);
+      };
+    }
+
+    // Tries again after a wait that doubles each time, up to RETRY_MAX.
+    function later(again) {
+      options.note(`Reconnecting in ${Math.round(wait / 1000)} s…`);
+      setTimeout(again, wait);
+      wait = Math.min(wait * 2, RETRY_MAX);
+    }
+
+    return { connect, later, close: () => socket && socket.close() };
   }
 
   // options:
@@ -470,7 +518,7 @@ const Charts = (function () {
     return { panels, add, prefetch, start, receive, unknownKeys, reload, lastOf, smooth, align, count };
   }
 
-  return { board, stream };
+  return { board, stream, live };
 })();
 
 if (typeof module !== "undefined") module.exports = Charts;

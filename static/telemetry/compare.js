@@ -5,14 +5,12 @@
 "use strict";
 
 const Comparison = (function () {
-  const RETRY_MIN = 500, RETRY_MAX = 15000;
-
   let detail, board, names, runs;
   let x = null; // every panel's x, when aligned
   const sent = {}; // run -> the last seq the page has: the websocket resumes after it
   const closed = new Set(); // the runs whose telemetry is all here
   let columns = []; // the stats table's cells: [{stat, cells: {run: td}, values: {run: value}}]
-  let socket = null, retry = RETRY_MIN;
+  let socket = null;
   let adding = Promise.resolve();
 
   // Runs before Plotly.js is parsed, from the comparison the page embeds: the page is laid out
@@ -48,6 +46,7 @@ const Comparison = (function () {
   function start() {
     board.start();
     controls();
+    socket = follow();
     connect();
   }
 
@@ -137,37 +136,29 @@ const Comparison = (function () {
   }
 
   // ---- live: the runs still running, on one socket ----------------------------------------------
+  const following = () => names.filter((name) => !closed.has(name));
+
   function connect() {
-    const open = names.filter((name) => !closed.has(name));
-    if (!open.length) {
+    if (!following().length) {
       note("These runs have ended: what they wrote is all drawn.");
       return;
     }
-    const scheme = location.protocol === "https:" ? "wss" : "ws";
-    socket = new WebSocket(`${scheme}://${location.host}/ws/compare/${open.join(",")}/`);
-    socket.onopen = () => {
-      retry = RETRY_MIN;
-      note("Live");
-      socket.send(JSON.stringify({ after: Object.fromEntries(open.map((name) => [name, sent[name]])) }));
-    };
-    socket.onmessage = (event) => {
-      const message = JSON.parse(event.data);
-      if (message.type === "points") {
-        receive(message.run, message.points);
-        // Drawn: the server holds back what it has not heard we have (docs/api.md).
-        if (event.target.readyState === WebSocket.OPEN) event.target.send(JSON.stringify({ ack: message.ack }));
-      } else if (message.type === "status") status(message);
-    };
-    socket.onclose = (event) => {
-      socket = null;
-      if (names.every((name) => closed.has(name))) return;
-      if (event.code === 4403) { note("One of these runs is not yours to see any more."); return; }
-      if (event.code === 4401) { note("You are logged out: log in again to follow these runs."); return; }
-      if (event.code === 4413) { note("Catching up…"); resume(); return; }
-      note(`Reconnecting in ${Math.round(retry / 1000)} s…`);
-      setTimeout(connect, retry);
-      retry = Math.min(retry * 2, RETRY_MAX);
-    };
+    socket.connect();
+  }
+
+  function follow() {
+    return Charts.live({
+      path: () => `/ws/compare/${following().join(",")}/`,
+      after: () => Object.fromEntries(following().map((name) => [name, sent[name]])),
+      opened: () => note("Live"),
+      points: (message) => receive(message.run, message.points),
+      status,
+      note,
+      over: () => !following().length,
+      behind: resume,
+      notYours: "One of these runs is not yours to see any more.",
+      loggedOut: "You are logged out: log in again to follow these runs.",
+    });
   }
 
   // Closed as too far behind (4413): every run read again from the API, then followed on after.
@@ -182,9 +173,7 @@ const Comparison = (function () {
       for (const run of detail.runs) sent[run.name] = board.lastOf(run.name, run.points);
       connect();
     } catch (e) {
-      note(`Reconnecting in ${Math.round(retry / 1000)} s…`);
-      setTimeout(resume, retry);
-      retry = Math.min(retry * 2, RETRY_MAX);
+      socket.later(resume);
     }
   }
 
@@ -192,9 +181,9 @@ const Comparison = (function () {
     showStatus(message.run, message.status);
     if (!message.closed) return;
     closed.add(message.run);
-    if (names.every((name) => closed.has(name))) {
+    if (!following().length) {
       note("These runs have ended: what they wrote is all drawn.");
-      if (socket) socket.close();
+      socket.close();
     }
   }
 

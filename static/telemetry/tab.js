@@ -4,12 +4,10 @@
 "use strict";
 
 const TelemetryTab = (function () {
-  const RETRY_MIN = 500, RETRY_MAX = 15000;
-
   let name, hooks, detail, board;
   let stats = [];
   let sent = 0; // the last seq the tab has: the websocket resumes after it
-  let socket = null, retry = RETRY_MIN, ended = false;
+  let socket = null, ended = false;
   let adding = Promise.resolve(); // panels for new keys, added one look at the run at a time
 
   function prefetch(runName) {
@@ -42,7 +40,8 @@ const TelemetryTab = (function () {
     sent = detail.points;
     ended = detail.closed;
     board.start();
-    if (!ended) connect();
+    socket = follow();
+    if (!ended) socket.connect();
     else note("This run has ended: what it wrote is all drawn.");
   }
 
@@ -93,32 +92,19 @@ const TelemetryTab = (function () {
   }
 
   // ---- live ---------------------------------------------------------------------------------
-  function connect() {
-    const scheme = location.protocol === "https:" ? "wss" : "ws";
-    socket = new WebSocket(`${scheme}://${location.host}/ws/runs/${name}/`);
-    socket.onopen = () => {
-      retry = RETRY_MIN;
-      note(detail.unread ? "Ended; its telemetry is still being read: points appear as they are." : "Live");
-      socket.send(JSON.stringify({ after: sent }));
-    };
-    socket.onmessage = (event) => {
-      const message = JSON.parse(event.data);
-      if (message.type === "points") {
-        receive(message.points);
-        // Drawn: the server holds back what it has not heard we have (docs/api.md).
-        if (event.target.readyState === WebSocket.OPEN) event.target.send(JSON.stringify({ ack: message.ack }));
-      } else if (message.type === "status") status(message);
-    };
-    socket.onclose = (event) => {
-      socket = null;
-      if (ended) return;
-      if (event.code === 4403) { note("This run is not yours to see."); return; }
-      if (event.code === 4401) { note("You are logged out: log in again to follow this run."); return; }
-      if (event.code === 4413) { note("Catching up…"); resume(); return; }
-      note(`Reconnecting in ${Math.round(retry / 1000)} s…`);
-      setTimeout(connect, retry);
-      retry = Math.min(retry * 2, RETRY_MAX);
-    };
+  function follow() {
+    return Charts.live({
+      path: () => `/ws/runs/${name}/`,
+      after: () => sent,
+      opened: () => note(detail.unread ? "Ended; its telemetry is still being read: points appear as they are." : "Live"),
+      points: (message) => receive(message.points),
+      status,
+      note,
+      over: () => ended,
+      behind: resume,
+      notYours: "This run is not yours to see.",
+      loggedOut: "You are logged out: log in again to follow this run.",
+    });
   }
 
   // Closed as too far behind (4413): read what the socket held back from the REST API, as the
@@ -131,11 +117,9 @@ const TelemetryTab = (function () {
       // Every panel read so far has its points up to its last; a point after the lowest comes on
       // the socket, and a panel passes over the ones it has.
       sent = board.lastOf(name, detail.points);
-      connect();
+      socket.connect();
     } catch (e) {
-      note(`Reconnecting in ${Math.round(retry / 1000)} s…`);
-      setTimeout(resume, retry);
-      retry = Math.min(retry * 2, RETRY_MAX);
+      socket.later(resume);
     }
   }
 
@@ -144,7 +128,7 @@ const TelemetryTab = (function () {
     if (message.closed) {
       ended = true;
       note("This run has ended: what it wrote is all drawn.");
-      if (socket) socket.close();
+      socket.close();
     }
   }
 
