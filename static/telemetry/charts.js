@@ -103,6 +103,7 @@ const Charts = (function () {
     const recent = new Map(runs.map((r) => [r.name, []])); // run -> its latest live points
     const known = new Set(); // every key a panel draws or is drawn against
     const sectionEls = new Map();
+    const byElement = new Map(); // a panel's element -> the panel
     let smoothing = 0;
     let alignedX = options.x || null; // every panel's x when the page aligns them; null: each its own
     let ready = false; // Plotly has loaded
@@ -123,10 +124,11 @@ const Charts = (function () {
         const el = fmt.el("section", { class: spec.wide ? "panel wide" : "panel", "data-title": spec.title },
           fmt.el("h2", { text: spec.title }), note, plot, empty);
         const panel = {
-          number: panels.length, spec, el, plot, note, empty, traces: {}, last: {}, range: null,
+          number: panels.length, spec, el, plot, note, empty, traces: Object.create(null), last: {}, range: null,
           loaded: false, waiting: false, asked: 0, drawn: false, stale: false, near: false, tail: 0,
         };
         panels.push(panel);
+        byElement.set(el, panel);
         for (const key of spec.y) known.add(key);
         if (spec.x) known.add(spec.x);
         return panel;
@@ -224,7 +226,7 @@ const Charts = (function () {
         }
         return;
       }
-      panel.traces = {};
+      panel.traces = Object.create(null); // by key: a key may be called __proto__
       panel.tail = 0;
       for (const { run, last, series } of part.runs) {
         panel.last[run] = last;
@@ -474,7 +476,7 @@ const Charts = (function () {
     function align(x) {
       alignedX = x;
       for (const panel of panels) {
-        Object.assign(panel, { range: null, traces: {}, last: {}, loaded: false, waiting: false });
+        Object.assign(panel, { range: null, traces: Object.create(null), last: {}, loaded: false, waiting: false });
         panel.asked += 1; // what is on its way was asked against the x before
       }
       // Read again as they come near the view: the ones near it now, at once.
@@ -498,7 +500,7 @@ const Charts = (function () {
       observer = new IntersectionObserver((entries) => {
         const wanted = [];
         for (const entry of entries) {
-          const panel = panels.find((p) => p.el === entry.target);
+          const panel = byElement.get(entry.target);
           if (!panel) continue;
           panel.near = entry.isIntersecting;
           if (!panel.near) continue;
@@ -521,4 +523,3 @@ const Charts = (function () {
   return { board, stream, live };
 })();
 
-if (typeof module !== "undefined") module.exports = Charts;
