@@ -38,6 +38,8 @@ bench: $(STAMP)  ## the benchmarks: bench/README.md says what each figure is
 	$(PY) bench/ingest.py
 	$(PY) bench/reads.py
 	$(PY) bench/tab.py
+	$(PY) bench/many_keys.py
+	$(PY) bench/compare.py
 	$(PY) bench/latency.py
 	$(PY) bench/backlog.py
 	$(PY) bench/dashboard.py

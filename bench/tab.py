@@ -177,7 +177,6 @@ def build_run(points: int) -> tuple[Any, Any, int]:
     link: the benchmark makes its own with services.login_link, as `div user add` does.
     """
     from telemetry import services
-    from telemetry.ingest import Ingester
 
     user = services.user_create(username="bench", orgs=[services.DEFAULT_ORG])
     run = services.run_create(
@@ -186,15 +185,23 @@ def build_run(points: int) -> tuple[Any, Any, int]:
     size = write_run_file(run.telemetry_path, points)
     progress(f"wrote {run.name}'s telemetry.jsonl: {points:,} lines, {size / MB:.1f} MB")
     services.run_finish(run=run, exit_code=0)
+    ingest_ended(run, points)
+    return user, run, size
+
+
+def ingest_ended(run: Any, points: int | None = None) -> None:
+    """Read an ended run's telemetry to its end, as `div ingest` would, in this process."""
+    from telemetry.ingest import Ingester
+
     started = time.perf_counter()
     ingester = Ingester(run_ids=[run.pk])
     while ingester.tail_once():
         pass
     run.refresh_from_db()
-    if run.points != points or not run.telemetry_closed:
+    if (points is not None and run.points != points) or not run.telemetry_closed:
         raise RuntimeError(f"{run.name} has {run.points} points, closed={run.telemetry_closed}")
-    progress(f"ingested {points:,} points in {time.perf_counter() - started:.1f} s")
-    return user, run, size
+    seconds = time.perf_counter() - started
+    progress(f"ingested {run.name}'s {run.points:,} points in {seconds:.1f} s")
 
 
 # --- figure 1: the series API against a bare SQLite read -------------------------------------
@@ -307,7 +314,8 @@ def series_stages(run: Any) -> dict[str, float]:
 
 
 def panel_urls(run: Any) -> list[str]:
-    """The series requests the tab makes on opening: one per panel, as tab.js's seriesUrl()."""
+    """The series requests the tab made on opening before it asked for its panels in one: one
+    a panel, as tab.js's seriesUrl() still makes them for a panel read alone."""
     from telemetry.layout import panels_for
 
     urls = []
@@ -320,10 +328,10 @@ def panel_urls(run: Any) -> list[str]:
 def requests_done(user: Any, urls: Sequence[str], *, at_once: bool) -> list[float]:
     """Seconds from the start until each request is answered, in the order they finish.
 
-    The tab sends its panels' requests together (Promise.all in tab.js's start()); Django's
-    ASGI handler serves each in a thread of its own, and those threads share one GIL, so the
-    first panel waits for about as long as all of them. Threads with the test client stand in
-    for daphne's: the same Python, the same GIL."""
+    The tab once sent its panels' requests together; Django's ASGI handler serves each in a
+    thread of its own, and those threads share one GIL, so the first panel waited about as
+    long as all of them. Threads with the test client stand in for daphne's: the same Python,
+    the same GIL."""
     done: list[float] = []
     start = time.perf_counter()
 
@@ -345,32 +353,49 @@ def requests_done(user: Any, urls: Sequence[str], *, at_once: bool) -> list[floa
     return sorted(done)
 
 
+def parts_done(user: Any, url: str) -> list[float]:
+    """Seconds from the start until each line of a streamed /panels/ answer is made: the tab
+    draws each panel as its line arrives."""
+    client = series_client(user)
+    start = time.perf_counter()
+    response = client.get(url)
+    if response.status_code != 200:
+        raise RuntimeError(f"GET {url}: {response.status_code}")
+    done = []
+    for _ in response.streaming_content:
+        done.append(time.perf_counter() - start)
+    return done
+
+
 def bench_at_once(user: Any, run: Any, repeat: int, raw: dict) -> Row:
+    """The tab's one request for its panels against what it made before: a /series/ request a
+    panel, sent together."""
     urls = panel_urls(run)
-    samples: dict[str, list[list[float]]] = {"at_once": [], "one_by_one": []}
+    one = f"/api/runs/{run.name}/panels/"
+    samples: dict[str, list[list[float]]] = {"one_request": [], "series_at_once": []}
+
+    def streamed() -> float:
+        samples["one_request"].append(parts_done(user, one))
+        return samples["one_request"][-1][0]
 
     def together() -> float:
-        samples["at_once"].append(requests_done(user, urls, at_once=True))
-        return samples["at_once"][-1][0]
+        samples["series_at_once"].append(requests_done(user, urls, at_once=True))
+        return samples["series_at_once"][-1][0]
 
-    def in_turn() -> float:
-        samples["one_by_one"].append(requests_done(user, urls, at_once=False))
-        return samples["one_by_one"][-1][0]
-
-    progress(f"the {len(urls)} panels' series requests: {repeat} rounds at once and one by one")
-    interleaved(repeat, together, in_turn, warm_up=False)
-    raw["series_at_once"] = {"urls": urls, **samples}
+    progress(f"the {len(urls)} panels: {repeat} rounds of {one}, and of {len(urls)} /series/")
+    interleaved(repeat, streamed, together, warm_up=False)
+    raw["panels_request"] = {"url": one, "series_urls": urls, **samples}
 
     def first_last(name: str) -> tuple[float, float]:
         return median([s[0] for s in samples[name]]), median([s[-1] for s in samples[name]])
 
-    first, last = first_last("at_once")
-    alone, alone_last = first_last("one_by_one")
+    first, last = first_last("one_request")
+    before, before_last = first_last("series_at_once")
     return Row(
-        f"the {len(urls)} panels' series requests at once",
-        f"first answered {first:.3f} s, last {last:.3f} s",
-        f"one by one: first {alone:.3f} s, last {alone_last:.3f} s",
-        first / alone,
+        f"the {len(urls)} panels in one request (/panels/)",
+        f"first line {first:.3f} s, last {last:.3f} s",
+        f"{len(urls)} /series/ at once: first {before:.3f} s, last {before_last:.3f} s",
+        last / before_last,
         "report (in-process threads)",
         None,
     )
@@ -531,9 +556,27 @@ PAGE_FIGURES = """
 """
 
 
+# Resolves once the page has made no request for half a second (resource timing's entries stop
+# growing): Playwright's "networkidle" can miss a streamed answer's end and wait for ever.
+SETTLE = """() => new Promise((resolve) => {
+  let seen = -1, since = performance.now();
+  const look = () => {
+    const now = performance.getEntriesByType("resource").length;
+    if (now !== seen) { seen = now; since = performance.now(); }
+    if (performance.now() - since >= 500) resolve(now);
+    else setTimeout(look, 50);
+  };
+  look();
+})"""
+
+
+def settle(page: Any) -> None:
+    page.evaluate(SETTLE)
+
+
 def load_tab(context: Any, url: str, panels: int = PANELS, timeout: float = 60.0) -> dict:
     """Open the tab in a new page of CONTEXT and wait for every panel to have points on screen,
-    then for the network to go quiet (the Log tab's one read). Returns what the page measured."""
+    then for the page's requests to stop (the Log tab's one read). Returns what it measured."""
     page = context.pages[0] if context.pages else context.new_page()
     frames = watch_websockets(page)
     page.goto(url, wait_until="commit")
@@ -541,7 +584,7 @@ def load_tab(context: Any, url: str, panels: int = PANELS, timeout: float = 60.0
         f"() => window.__bench && Object.keys(window.__bench.drawn).length >= {panels}",
         timeout=timeout * 1000,
     )
-    page.wait_for_load_state("networkidle", timeout=timeout * 1000)
+    settle(page)
     measured = page.evaluate(PAGE_FIGURES)
     page.close()
     measured["frames"] = frames
@@ -554,15 +597,18 @@ def summarize_load(m: dict) -> dict:
     api = [r for r in m["resources"] if r["path"].startswith("/api/")]
     static = [r for r in m["resources"] if r["path"].startswith("/static/")]
     ws_bytes = sum(f["bytes"] for f in m["frames"])
-    first_series = min(r["end"] for r in api if "/series/" in r["path"])
+    # The one request for the panels streams a line a panel: its first byte is the first
+    # panel's data (resource timing cannot see each line).
+    first_byte = min(r["response_start"] for r in api if "/panels/" in r["path"])
     ready = m["nav"]["dom_content_loaded"]
     return {
         # The first panel's time in three parts, ms: the page and its scripts (Plotly.js
-        # fetched and run), the /api/ reads until the first series answer, and the drawing.
+        # fetched and run), the panels' answer until its first byte (asked for before Plotly.js
+        # runs, so often already in), and the drawing.
         "phases_ms": {
             "to DOMContentLoaded": ready,
-            "then to the first series answer": first_series - ready,
-            "then to the first panel on screen": drawn[0] - first_series,
+            "then to the panels answer's first byte": max(0.0, first_byte - ready),
+            "then to the first panel on screen": drawn[0] - max(ready, first_byte),
         },
         "first_panel_s": drawn[0] / 1000,
         "all_panels_s": drawn[-1] / 1000,
@@ -615,6 +661,51 @@ def warm_loads(playwright: Any, state: dict, url: str, loads: int, profile: Path
         results.append(result)
         progress(f"  warm load {i}: {brief(result)}")
     return results
+
+
+def loads_in_turns(
+    link: str, urls: dict[str, str], loads: int, work: Path, measure: Any, brief: Any
+) -> dict:
+    """`loads` cold loads of each page (a new context, an empty cache), then `loads` warm ones
+    (a new persistent context on one profile, after an untimed visit), the pages in turns so
+    that the machine's noise falls on each alike. `measure(context, name, url)` opens a page
+    and returns what it measured. Returns {"cold": {name: [...]}, "warm": {name: [...]}}."""
+    from playwright.sync_api import sync_playwright
+
+    out: dict = {"cold": {name: [] for name in urls}, "warm": {name: [] for name in urls}}
+    with sync_playwright() as playwright:
+        browser = launch(playwright)
+        try:
+            state = log_in(browser, link)
+            for i in range(loads):
+                for name, url in urls.items():
+                    context = browser.new_context(storage_state=state)
+                    context.add_init_script(PAGE_HOOK)
+                    try:
+                        out["cold"][name].append(measure(context, name, url))
+                    finally:
+                        context.close()
+                    progress(f"  cold {name} {i + 1}: {brief(out['cold'][name][-1])}")
+        finally:
+            browser.close()
+        profile = work / "chromium-profile"
+        for i in range(loads + 1):
+            for name, url in urls.items():
+                context = playwright.chromium.launch_persistent_context(
+                    str(profile), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True
+                )
+                try:
+                    context.add_cookies(state["cookies"])
+                    context.add_init_script(PAGE_HOOK)
+                    load = measure(context, name, url)
+                finally:
+                    context.close()
+                if i == 0:
+                    progress(f"  warm-up visit {name}: {brief(load)}")
+                    continue
+                out["warm"][name].append(load)
+                progress(f"  warm {name} {i}: {brief(load)}")
+    return out
 
 
 def brief(load: dict) -> str:

@@ -38,4 +38,8 @@ urlpatterns = [
     path("api/tokens/<str:name>/", client_api.token, name="api-token"),
     path("account/", views.account, name="account"),
     path("admin/", admin.site.urls),
+    # A comparison of runs: /compare/?runs=run-3,run-7
+    path("compare/", views.compare_page, name="compare"),
+    path("api/compare/", api.compare, name="api-compare"),
+    path("api/compare/panels/", api.compare_panels, name="api-compare-panels"),
 ]

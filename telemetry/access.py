@@ -43,7 +43,8 @@ class Pass:
     session_key: str | None  # None for a user that other middleware set: no session to check
     user_id: int
     run_id: int | None
-    # A dashboard's socket watches the rows on its screen: it holds while the user sees them all.
+    # A socket of several runs (a dashboard's rows, a comparison's runs) holds while the user
+    # sees them all.
     run_ids: frozenset[int] = frozenset()
 
     @property

@@ -17,8 +17,8 @@ from rest_framework.decorators import api_view
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
-from telemetry import downsample, logs, queries
-from telemetry.errors import RunNotFound
+from telemetry import comparison, downsample, logs, queries
+from telemetry.errors import Refused, RunNotFound
 from telemetry.layout import KEY_PATTERN, panels_for, stats_for
 from telemetry.lines import notice
 from telemetry.listing import PER_PAGE, ListingError
@@ -42,8 +42,13 @@ BAD_PARAMS = {
     "range": '"low" is above "high"',
     "scale": '"scale" is "{value}", which is not one of linear, log',
     "panel": '"panel" is "{value}", which is not a panel of this run: it has {count}, from 0',
+    "layout": '"layout" is "{value}", which is not one of the runs compared',
 }
 NDJSON = "application/x-ndjson"
+# A streamed answer is never reused without asking again. Not "no-store": Chromium reports a
+# no-store stream read to its end by a page as aborted, which keeps tools waiting for the
+# network to go idle (Playwright's networkidle) waiting for ever.
+NO_CACHE = "no-cache"
 
 
 def visible_run(request, name: str) -> Run:
@@ -85,9 +90,10 @@ def _key(request, name: str, value: str) -> str:
     return value
 
 
-def stat_values(run: Run, keys: dict[str, Key]) -> list[dict]:
+def stat_values(run: Run, keys: dict[str, Key], layout: dict | None = None) -> list[dict]:
+    """The stats of the run's layout (or of another's, on a comparison) with the run's values."""
     shown = []
-    for stat in stats_for(run.layout.parsed):
+    for stat in stats_for(run.layout.parsed if layout is None else layout):
         key = keys.get(stat["y"])
         value = getattr(key, stat["reduce"]) if key is not None else None
         shown.append({**stat, "value": value})
@@ -208,14 +214,9 @@ def run_series(request, name: str):
     x = request.query_params.get("x") or None
     if x is not None:
         _key(request, "x", x)
-    low, high = _number(request, "low"), _number(request, "high")
-    if low is not None and high is not None and low > high:
-        raise _bad("range")
+    low, high, weight = _range_and_smoothing(request)
     buckets = _whole(request, "buckets", downsample.BUCKETS, 10, MAX_BUCKETS)
     raw = request.query_params.get("raw") in ("1", "true")
-    weight = _number(request, "smooth") or 0.0
-    if not 0 <= weight <= 0.999:
-        raise _bad("smooth", value=request.query_params.get("smooth"))
     scale = request.query_params.get("scale") or "linear"
     if scale not in ("linear", "log"):
         raise _bad("scale", value=scale)
@@ -233,6 +234,17 @@ def run_series(request, name: str):
         upto=run.points,
     )
     return Response({"x": x, "last": run.points, "series": series})
+
+
+def _range_and_smoothing(request) -> tuple[float | None, float | None, float]:
+    """?low=&high= (zooming in) and ?smooth=, as /series/ and /panels/ take them."""
+    low, high = _number(request, "low"), _number(request, "high")
+    if low is not None and high is not None and low > high:
+        raise _bad("range")
+    weight = _number(request, "smooth") or 0.0
+    if not 0 <= weight <= 0.999:
+        raise _bad("smooth", value=request.query_params.get("smooth"))
+    return low, high, weight
 
 
 def traces(
@@ -332,9 +344,12 @@ def run_panels(request, name: str):
 
     ?panel=0&panel=3  the panels to send, by their place in the run's panels (all, left out)
     ?buckets=2000     as /series/
+    ?low=&high=       an x range, in each panel's own x: the panels a tab zooms together
+    ?smooth=0.6       as /series/
     """
     run = visible_run(request, name)
     buckets = _whole(request, "buckets", downsample.BUCKETS, 10, MAX_BUCKETS)
+    low, high, weight = _range_and_smoothing(request)
     panels = panels_for(run.layout.parsed, [k.name for k in queries.keys_of(run)])
     chosen = [_panel(value, len(panels)) for value in request.query_params.getlist("panel")]
     upto = run.points
@@ -342,14 +357,22 @@ def run_panels(request, name: str):
     def part(number: int) -> bytes:
         panel = panels[number]
         series = traces(
-            run, panel["y"], panel["x"], upto=upto, buckets=buckets, scale=panel["scale"]
+            run,
+            panel["y"],
+            panel["x"],
+            upto=upto,
+            buckets=buckets,
+            scale=panel["scale"],
+            low=low,
+            high=high,
+            weight=weight,
         )
         body = {"panel": number, "x": panel["x"], "last": upto, "series": series}
         return orjson.dumps(body) + b"\n"
 
     numbers = chosen or list(range(len(panels)))
     response = StreamingHttpResponse(_each(request, part, numbers), content_type=NDJSON)
-    response["Cache-Control"] = "no-store"
+    response["Cache-Control"] = NO_CACHE
     return response
 
 
@@ -428,3 +451,114 @@ def _sparkline(page: queries.RunPage, run_id: int) -> dict | None:
     key = page.keys[run_id].get(y)
     xs, ys = page.lines.get(run_id, ([], []))
     return {"y": y, "x": x, "count": key.count if key is not None else 0, "xs": xs, "ys": ys}
+
+
+# ---- a comparison of runs: /api/compare/ ----------------------------------------------------
+
+
+def _compared(request) -> tuple[list[Run], Run]:
+    """The runs of ?runs=, every one of them visible to the user, and the one whose layout is
+    shown (?layout=, the first by default). Any other list is a 404, as a run the user may not
+    see is: never a comparison of the others."""
+    try:
+        numbers = comparison.run_numbers(request.query_params.get("runs"))
+    except Refused:
+        raise Http404 from None
+    layout = request.query_params.get("layout") or None
+    try:
+        comparison.shown_layout(layout, numbers)
+    except Refused:
+        raise _bad("layout", value=layout) from None
+    try:
+        return queries.runs_compared(
+            request.query_params.get("runs"), user=request.user, layout=layout
+        )
+    except Refused:
+        raise Http404 from None
+
+
+def _aligned(request) -> str | None:
+    """?x=: the key every panel is drawn against instead of its own."""
+    x = request.query_params.get("x") or None
+    return None if x is None else _key(request, "x", x)
+
+
+@api_view(["GET"])
+def compare(request):
+    """The comparison: its runs with their keys, the panels and stats of the layout shown, and
+    the keys every run wrote, which the panels may be aligned on (docs/api.md)."""
+    runs, shown = _compared(request)
+    return Response(comparison_of(runs, shown, _aligned(request)))
+
+
+def comparison_of(runs: list[Run], shown: Run, x: str | None) -> dict:
+    """A comparison as its page needs it; the page embeds the same, so it asks for its panels
+    before Plotly.js has even loaded."""
+    keys = {run.pk: _keys_by_name(run) for run in runs}
+    layout = shown.layout.parsed
+    stats = stats_for(layout)
+    values = {run.pk: stat_values(run, keys[run.pk], layout) for run in runs}
+    return {
+        "runs": [
+            {**run_summary(run, keys[run.pk]), "keys": [key_row(k) for k in keys[run.pk].values()]}
+            for run in runs
+        ],
+        "layout": shown.name,
+        "default": layout.get("default", False),
+        "x": x,
+        "align": comparison.common_keys([list(keys[run.pk]) for run in runs]),
+        "buckets": comparison.trace_buckets(len(runs)),
+        "panels": panels_for(layout, list(keys[shown.pk])),
+        "stats": [
+            {**stat, "values": [values[run.pk][i]["value"] for run in runs]}
+            for i, stat in enumerate(stats)
+        ],
+    }
+
+
+@api_view(["GET"])
+def compare_panels(request):
+    """Every panel of the comparison, each with a trace a run and a key, as lines of JSON sent
+    the moment each is ready (docs/api.md).
+
+    ?runs=run-3,run-7&layout=run-7  the comparison
+    ?x=epoch          every panel against this key instead of its own
+    ?panel=0&panel=3  the panels to send (all, left out)
+    ?buckets=         min/max buckets a trace (comparison.trace_buckets by default)
+    ?low=&high=&smooth=  as /panels/
+    """
+    runs, shown = _compared(request)
+    x = _aligned(request)
+    buckets = _whole(request, "buckets", comparison.trace_buckets(len(runs)), 10, MAX_BUCKETS)
+    low, high, weight = _range_and_smoothing(request)
+    panels = panels_for(shown.layout.parsed, [k.name for k in queries.keys_of(shown)])
+    chosen = [_panel(value, len(panels)) for value in request.query_params.getlist("panel")]
+    upto = {run.pk: run.points for run in runs}
+
+    def part(number: int) -> bytes:
+        panel = panels[number]
+        against = panel["x"] if x is None else x
+        sent = [
+            {
+                "run": run.name,
+                "last": upto[run.pk],
+                "series": traces(
+                    run,
+                    panel["y"],
+                    against,
+                    upto=upto[run.pk],
+                    buckets=buckets,
+                    scale=panel["scale"],
+                    low=low,
+                    high=high,
+                    weight=weight,
+                ),
+            }
+            for run in runs
+        ]
+        return orjson.dumps({"panel": number, "x": against, "runs": sent}) + b"\n"
+
+    numbers = chosen or list(range(len(panels)))
+    response = StreamingHttpResponse(_each(request, part, numbers), content_type=NDJSON)
+    response["Cache-Control"] = NO_CACHE
+    return response

@@ -102,3 +102,46 @@ class Window:
     def behind(self, last: int, max_behind: int = MAX_BEHIND) -> bool:
         """Whether the tab is too far short of the run's last seq to catch up on the socket."""
         return last - self.drawn > max_behind
+
+
+# ---- a socket that carries several runs: a comparison's ----------------------------------------
+
+
+def run_points_message(run: str, points_json: bytes, ack: str) -> str:
+    """A points message of a socket that carries several runs, saying whose points they are:
+    {"type": "points", "run": "run-3", "points": [...], "ack": "..."}."""
+    head = b'{"type":"points","run":"' + run.encode() + b'","points":'
+    return (head + points_json + b',"ack":"' + ack.encode() + b'"}').decode()
+
+
+# What a page of such a message may hold, so that with its run named it stays within PAGE_BYTES.
+RUN_PAGE_BYTES = PAGE_BYTES - len(run_points_message("run-" + "9" * 18, b"", new_token()))
+
+
+class RunsWindow(Window):
+    """A Window for a socket that carries several runs: one window of bytes for them all (the
+    page acknowledges their messages in the order it drew them), and how far each run is drawn,
+    so that each is judged behind on its own."""
+
+    def __init__(self, limit: int = WINDOW_BYTES):
+        super().__init__(limit)
+        self.whose: dict[str, tuple[int, int]] = {}  # a token in flight -> (run, its last seq)
+        self.drawn_of: dict[int, int] = {}
+
+    def sent_of(self, run: int, token: str, size: int, last: int) -> None:
+        self.sent(token, size, 0)
+        self.whose[token] = (run, last)
+
+    def ack(self, token: str) -> bool:
+        freed = [t for t, _, _ in self.in_flight]
+        if not super().ack(token):
+            return False
+        for t in freed:
+            run, last = self.whose.pop(t)
+            self.drawn_of[run] = max(self.drawn_of.get(run, 0), last)
+            if t == token:
+                break
+        return True
+
+    def run_behind(self, run: int, last: int, max_behind: int = MAX_BEHIND) -> bool:
+        return last - self.drawn_of.get(run, 0) > max_behind

@@ -28,7 +28,8 @@ def points_message(points: list[tuple[int, dict]], last: int) -> dict:
 def notify(run_id: int, message: dict) -> None:
     layer = get_channel_layer()
     if layer is not None:
-        async_to_sync(layer.group_send)(group_for(run_id), message)
+        # The run named too: a comparison's socket listens on several runs' groups.
+        async_to_sync(layer.group_send)(group_for(run_id), {**message, "run": run_id})
 
 
 def notify_points(run_id: int, points: list[tuple[int, dict]], last: int) -> None:

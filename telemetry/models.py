@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from django.conf import settings
@@ -8,6 +7,7 @@ from django.db import models
 from django.utils import timezone
 
 from telemetry import encryption
+from telemetry.names import RUN_NAME, run_number  # noqa: F401  (what names a run: pure, in names.py)
 
 
 class Org(models.Model):
@@ -61,7 +61,6 @@ class Secret(models.Model):
         return f"{self.org}/{self.name}"
 
 
-RUN_NAME = re.compile(r"(?:run-)?([0-9]{1,18})")
 # A run is visible to the members of its org: the one lookup behind visible_to and viewers.
 VIEWER = "org__membership__user"
 
@@ -70,12 +69,6 @@ def search_text(command: list) -> str:
     """What the dashboard's search matches a command against: its words as one line, in any
     case (str.casefold, so the same on SQLite and PostgreSQL)."""
     return " ".join(map(str, command)).casefold()
-
-
-def run_number(name: str) -> int | None:
-    """run-7 or 7 -> 7; None for any other text (ASCII digits only: "run-²" is not 2)."""
-    match = RUN_NAME.fullmatch(name)
-    return int(match[1]) if match else None
 
 
 class RunQuerySet(models.QuerySet):

@@ -1,4 +1,5 @@
-"""What may name an org or a user: a slug. Pure: no Django, no I/O; the services call it.
+"""What may name an org or a user (a slug), and what names a run. Pure: no Django, no I/O; the
+services, the models and the comparison call it.
 
 >>> slug("acme", "an org")
 'acme'
@@ -19,3 +20,12 @@ def slug(value: str, kind: str, like: str = "acme") -> str:
     if not SLUG.fullmatch(value):
         raise Refused(NOT_A_SLUG.format(value=value, kind=kind, like=like))
     return value
+
+
+RUN_NAME = re.compile(r"(?:run-)?([0-9]{1,18})")
+
+
+def run_number(name: str) -> int | None:
+    """run-7 or 7 -> 7; None for any other text (ASCII digits only: "run-²" is not 2)."""
+    match = RUN_NAME.fullmatch(name)
+    return int(match[1]) if match else None

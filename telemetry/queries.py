@@ -29,7 +29,7 @@ from django.db.models import (
 from django.db.models.functions import Cast, Coalesce, Concat
 from django.utils import timezone
 
-from telemetry import chunks, sparkline, storage, supervision
+from telemetry import chunks, comparison, sparkline, storage, supervision
 from telemetry.chunks import WINDOW, window_of, window_start
 from telemetry.errors import RunNotFound
 from telemetry.ingest import Follower
@@ -493,3 +493,24 @@ def card_titles(user) -> list[str]:
     titles = StatValue.objects.filter(run__in=Run.objects.visible_to(user).values("pk"))
     found = titles.values_list("title", flat=True).distinct().order_by("title")[:MAX_CARDS]
     return sorted(found, key=lambda title: (title.casefold(), title))
+
+
+# ---- a comparison of runs -----------------------------------------------------------------
+
+NOT_ALL_YOURS = "not every run of the comparison is one you can see"
+
+
+def runs_compared(text: str | None, *, user, layout: str | None = None) -> tuple[list[Run], Run]:
+    """The runs a comparison's list names, in its order, and the one whose layout it shows.
+
+    All of them or none: a name that is malformed, or of a run that does not exist or that the
+    user may not see, is NotAComparison or RunNotFound, never a comparison of the others. One
+    query, however long the list (comparison.MOST_RUNS at most).
+    """
+    numbers = comparison.run_numbers(text)
+    shown = comparison.shown_layout(layout, numbers)
+    found = Run.objects.visible_to(user).filter(pk__in=numbers).select_related("org", "layout")
+    runs = {run.pk: run for run in found}
+    if len(runs) != len(numbers):
+        raise RunNotFound(NOT_ALL_YOURS)
+    return [runs[number] for number in numbers], runs[shown]

@@ -1,4 +1,4 @@
-"""The pages: the runs, and a run with its Telemetry, Log and Layout tabs."""
+"""The pages: the runs, a run with its Telemetry, Log and Layout tabs, and a comparison of runs."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from django.utils.http import urlsafe_base64_decode
 from django.views.decorators.cache import never_cache
 
 from telemetry import address, queries, services
-from telemetry.api import detail_of
+from telemetry.api import comparison_of, detail_of
 from telemetry.errors import Refused, RunNotFound
+from telemetry.layout import KEY_PATTERN
 
 
 @login_required
@@ -29,6 +30,25 @@ def run_page(request, name: str):
     detail = detail_of(run)
     drops = [drop["notice"] for drop in detail["drops"]]
     return render(request, "telemetry/run.html", {"run": run, "drops": drops, "detail": detail})
+
+
+@login_required
+def compare_page(request):
+    """/compare/?runs=run-3,run-7[&layout=run-7][&x=epoch]: the runs drawn on one layout's
+    panels. A list naming a run the user may not see (or none, or a name that is not a run's)
+    is the 404 page, never a comparison of the others; so is a bad layout or x."""
+    params = request.GET
+    x = params.get("x") or None
+    try:
+        runs, shown = queries.runs_compared(
+            params.get("runs"), user=request.user, layout=params.get("layout") or None
+        )
+    except Refused:
+        raise Http404("no such comparison") from None
+    if x is not None and not KEY_PATTERN.fullmatch(x):
+        raise Http404("no such key")
+    detail = comparison_of(runs, shown, x)
+    return render(request, "telemetry/compare.html", {"runs": runs, "detail": detail})
 
 
 def login_link(request, uidb64: str, token: str):
