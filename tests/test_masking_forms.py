@@ -108,6 +108,42 @@ def test_a_secret_is_masked_in_base64_at_each_of_the_three_alignments(before, af
     assert Masker([SECRET]).mask(urlsafe) == masked.encode()
 
 
+# Its Base64 holds + and / at every alignment, so the URL-safe form (- and _) is another text.
+SLASHED = "s3cr3t~~~???>>>"
+
+
+@pytest.mark.parametrize(
+    "before,after,masked",
+    [
+        ("", "", "***"),
+        ("", "x", "***eA=="),
+        ("a", "", "YX***=="),
+        ("a", "yz", "YX***nl6"),
+        ("ab", "", "YWJ***="),
+        ("ab", "x", "YWJ***54"),
+        ("alice:", "@host", "YWxpY2U6***QGhvc3Q="),
+    ],
+)
+def test_a_secret_is_masked_in_url_safe_base64_at_each_of_the_three_alignments(
+    before, after, masked
+):
+    raw = (before + SLASHED + after).encode()
+    encoded, urlsafe = base64.b64encode(raw), base64.urlsafe_b64encode(raw)
+    assert b"+" in encoded and b"/" in encoded and urlsafe != encoded
+
+    assert Masker([SLASHED]).mask(encoded) == masked.encode()
+    assert Masker([SLASHED]).mask(urlsafe) == masked.encode()
+
+
+def test_a_key_that_is_a_secret_in_url_safe_base64_is_left_out_of_the_point():
+    # Its digits and - and _ make a key a point could carry: only masking keeps it out.
+    key = base64.urlsafe_b64encode(SLASHED.encode()).decode()
+    raw = json.dumps({key: 1, "step": 2}).encode()
+    assert read_line(raw) == Line({key: 1, "step": 2})
+
+    assert Masker([SLASHED]).read_line(raw) == Line({"step": 2}, bad_keys=("***",))
+
+
 def test_a_secret_is_masked_in_base64_without_its_padding():
     encoded = base64.b64encode(SECRET.encode()).rstrip(b"=")
     assert Masker([SECRET]).mask(b"token=" + encoded + b";") == b"token=***;"
@@ -223,6 +259,7 @@ def test_no_form_of_any_secret_survives_masking(values, before, after, data):
             json.dumps(secret, ensure_ascii=False)[1:-1].encode(),
             quote(secret, safe="").encode(),
             base64.b64encode(data.draw(fillers) + raw + data.draw(fillers)),
+            base64.urlsafe_b64encode(data.draw(fillers) + raw + data.draw(fillers)),
             data.draw(fillers),
         ]
     pieces.append(after)
@@ -238,6 +275,7 @@ def test_no_form_of_any_secret_survives_masking(values, before, after, data):
         for skip in range(3):
             digits = determined_digits(bytes(skip), raw, b"")
             assert digits not in masked
+            assert digits.translate(bytes.maketrans(b"+/", b"-_")) not in masked
 
 
 @settings(max_examples=200, deadline=None)
