@@ -10,7 +10,8 @@ Pure: no Django, no I/O. Each secret of at least MIN_LENGTH characters is masked
   non-ASCII as \\uXXXX or kept), since a run that dumps a dict holding it writes that form;
 - in Base64, standard and URL-safe, at each of the three alignments it can take inside a longer
   encoded text (`base64("alice:" + token)`), as GitHub Actions' runner does (see base64_forms);
-- URL-encoded, with %20 or + for a space.
+- URL-encoded (see URL_ENCODINGS): every reserved character escaped, or all but /; %20 or + for
+  a space; escapes in upper or lower case.
 
 Where matches overlap or nest, their union becomes one *** (no `AAAA-overlap-***`).
 
@@ -24,6 +25,7 @@ import base64
 import json
 import re
 from collections.abc import Iterable
+from functools import partial
 from urllib.parse import quote, quote_plus
 
 from telemetry.lines import Line, Reason, read_line
@@ -69,9 +71,23 @@ def _forms_of(piece: str) -> set[bytes]:
     for ensure_ascii in (True, False):
         found.add(json.dumps(piece, ensure_ascii=ensure_ascii)[1:-1].encode("utf-8"))
     found |= base64_forms(raw)
-    found.add(quote(piece, safe="").encode("ascii"))
-    found.add(quote_plus(piece, safe="").encode("ascii"))
+    for encode in URL_ENCODINGS:
+        encoded = encode(piece)
+        found.add(encoded.encode("ascii"))
+        found.add(_ESCAPE.sub(lambda escape: escape[0].lower(), encoded).encode("ascii"))
     return found
+
+
+# How a URL may carry a value: quote() with nothing left unescaped, and with / left as Python's
+# default leaves it (safe="/"), and quote_plus() with + for a space. Each is masked with its
+# escapes in upper case (%2B, as Python and RFC 3986 write them) and in lower case (%2b, as
+# some encoders do).
+URL_ENCODINGS = (
+    partial(quote, safe=""),
+    partial(quote, safe="/"),
+    partial(quote_plus, safe=""),
+)
+_ESCAPE = re.compile(r"%[0-9A-F]{2}")
 
 
 def base64_forms(raw: bytes) -> set[bytes]:

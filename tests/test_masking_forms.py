@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from urllib.parse import quote, quote_plus
 
 import pytest
@@ -162,6 +163,29 @@ def test_a_secret_is_masked_url_encoded(encode):
     assert Masker([secret]).mask(url.encode()) == b"https://hub.example/?token=***&page=2"
 
 
+def lower_escapes(encoded: str) -> str:
+    return re.sub(r"%[0-9A-F]{2}", lambda escape: escape[0].lower(), encoded)
+
+
+@pytest.mark.parametrize(
+    "encode",
+    [
+        quote,  # Python's default keeps / unescaped: safe="/"
+        lambda value: quote(value, safe=""),
+        quote_plus,
+        lambda value: lower_escapes(quote(value)),
+        lambda value: lower_escapes(quote(value, safe="")),
+        lambda value: lower_escapes(quote_plus(value)),
+    ],
+    ids=["quote", "quote-all", "quote_plus", "quote-lower", "quote-all-lower", "quote_plus-lower"],
+)
+@pytest.mark.parametrize("secret", ["wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "p@ss w/rd&more=1"])
+def test_a_secret_is_masked_however_python_url_encodes_it(encode, secret):
+    url = f"https://hub.example/?token={encode(secret)}&page=2"
+
+    assert Masker([secret]).mask(url.encode()) == b"https://hub.example/?token=***&page=2"
+
+
 # Values too short to mask
 
 
@@ -258,6 +282,7 @@ def test_no_form_of_any_secret_survives_masking(values, before, after, data):
             json.dumps(secret)[1:-1].encode(),
             json.dumps(secret, ensure_ascii=False)[1:-1].encode(),
             quote(secret, safe="").encode(),
+            lower_escapes(quote(secret)).encode(),
             base64.b64encode(data.draw(fillers) + raw + data.draw(fillers)),
             base64.urlsafe_b64encode(data.draw(fillers) + raw + data.draw(fillers)),
             data.draw(fillers),
@@ -272,6 +297,7 @@ def test_no_form_of_any_secret_survives_masking(values, before, after, data):
         assert raw not in masked
         assert json.dumps(secret)[1:-1].encode() not in masked
         assert quote(secret, safe="").encode() not in masked
+        assert lower_escapes(quote(secret)).encode() not in masked
         for skip in range(3):
             digits = determined_digits(bytes(skip), raw, b"")
             assert digits not in masked
