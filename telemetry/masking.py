@@ -192,23 +192,33 @@ class Masker:
     def read_line(self, raw: bytes) -> Line | Reason:
         """A telemetry line as the ingester reads it: masked, read, and its keys masked again
         once flattened, since `{"tokenpart-one": {"tokenpart-two": 4}}` spells
-        tokenpart-one.tokenpart-two only then. A key holding a secret is left out of the point,
-        as any key of stars is."""
+        tokenpart-one.tokenpart-two only then. A key that held a secret, written whole or
+        spelt by the flattening, is left out of the point as a secret key, not as a bad name.
+        """
         if not self.needles:
             return read_line(raw)
-        line = read_line(self.mask(raw))
+        masked = self.found_in(raw)
+        line = read_line(_replace(raw, self.spans(raw)) if masked else raw)
         if isinstance(line, Reason):
             return line
+        # In a line that held a secret, stars in a key are the mask's.
+        secret_keys = [key for key in line.bad_keys if _STARS in key] if masked else []
         keys = (*line.numbers, *line.passed_over)
         # One look at every key at once, then one at each: most lines hold no secret.
-        if not self.found_in("\0".join(keys).encode()):
+        if self.found_in("\0".join(keys).encode()):
+            secret_keys += [key for key in keys if self.found_in(key.encode())]
+        if not secret_keys:
             return line
-        hidden = [key for key in keys if self.found_in(key.encode())]
+        hidden = set(secret_keys)
         return Line(
             {key: value for key, value in line.numbers.items() if key not in hidden},
             tuple(key for key in line.passed_over if key not in hidden),
-            (*line.bad_keys, *(self.mask_text(key) for key in hidden)),
+            tuple(key for key in line.bad_keys if key not in hidden),
+            tuple(self.mask_text(key) for key in secret_keys),
         )
+
+
+_STARS = MASK.decode()
 
 
 class StreamMasker:

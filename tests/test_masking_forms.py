@@ -142,7 +142,7 @@ def test_a_key_that_is_a_secret_in_url_safe_base64_is_left_out_of_the_point():
     raw = json.dumps({key: 1, "step": 2}).encode()
     assert read_line(raw) == Line({key: 1, "step": 2})
 
-    assert Masker([SLASHED]).read_line(raw) == Line({"step": 2}, bad_keys=("***",))
+    assert Masker([SLASHED]).read_line(raw) == Line({"step": 2}, secret_keys=("***",))
 
 
 def test_a_secret_is_masked_in_base64_without_its_padding():
@@ -239,14 +239,27 @@ def test_a_secret_split_across_nested_keys_is_left_out_of_the_point():
     raw = json.dumps({"tokenpart-one": {"tokenpart-two": 4}, "step": 1}).encode()
 
     assert read_line(raw) == Line({"tokenpart-one.tokenpart-two": 4, "step": 1})
-    assert masker.read_line(raw) == Line({"step": 1}, bad_keys=("***",))
+    assert masker.read_line(raw) == Line({"step": 1}, secret_keys=("***",))
 
 
 def test_a_secret_inside_a_flattened_key_is_left_out_even_when_passed_over():
     masker = Masker(["run-a.secret"])
     raw = b'{"eval": {"run-a": {"secret": NaN}, "loss": 0.25}}'
 
-    assert masker.read_line(raw) == Line({"eval.loss": 0.25}, bad_keys=("eval.***",))
+    assert masker.read_line(raw) == Line({"eval.loss": 0.25}, secret_keys=("eval.***",))
+
+
+def test_a_key_that_holds_a_secret_is_left_out_as_a_secret_key_not_as_a_bad_name():
+    raw = json.dumps({"hunter22": 1, "train/loss": 2, "eval": {"x-hunter22": 3}, "step": 4})
+
+    assert Masker(["hunter22"]).read_line(raw.encode()) == Line(
+        {"step": 4}, bad_keys=("train/loss",), secret_keys=("***", "eval.x-***")
+    )
+
+
+def test_stars_in_a_key_of_a_line_that_holds_no_secret_are_a_bad_name():
+    raw = b'{"***": 1, "step": 2}'
+    assert Masker(["hunter22"]).read_line(raw) == Line({"step": 2}, bad_keys=("***",))
 
 
 def test_a_line_whose_keys_hold_no_secret_is_read_as_it_was():

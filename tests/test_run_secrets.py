@@ -4,6 +4,7 @@ runs), and its telemetry's flattened keys."""
 
 from __future__ import annotations
 
+import html
 import sys
 import textwrap
 import time
@@ -266,4 +267,52 @@ def test_a_secret_split_across_nested_keys_is_not_stored_as_a_key(make_run, acme
         "step",
         "loss",
     ]
-    assert dict(telemetry.run.drops.values_list("reason", "count")) == {"bad_key": 1}
+    assert dict(telemetry.run.drops.values_list("reason", "count")) == {"secret_key": 1}
+
+
+SECRET_KEY_NOTICE = "telemetry: left out {} that {} a secret's value; keep secrets out of key names"
+
+
+def test_a_key_that_holds_a_secret_is_counted_and_said_as_such_wherever_drops_are(div, project):
+    assert (
+        div("secrets", "set", "default", "TOKEN", input="tokenpart-one.tokenpart-two").returncode
+        == 0
+    )
+    write = script(
+        project,
+        "write.py",
+        """
+        import json, os
+        with open(os.environ["DIVERGENT_TELEMETRY_PATH"], "a") as f:
+            for line in [
+                {"tokenpart-one": {"tokenpart-two": 4}, "step": 1},
+                {"tokenpart-one.tokenpart-two": 5, "train/loss": 1, "step": 2},
+            ]:
+                print(json.dumps(line), file=f)
+        """,
+    )
+
+    launched = div("run", str(project), "--", sys.executable, write)
+
+    assert launched.returncode == 0, launched.stderr
+    run = Run.objects.get()
+    shown = div("telemetry", run.name)
+    assert shown.stdout == (
+        "key   count  last     min      max\nstep  2      2        1        2\n"
+    )
+    assert shown.stderr == (
+        "telemetry: left out a key that is not letters, digits, _ and - between dots; "
+        "write train.loss, not train/loss\n" + SECRET_KEY_NOTICE.format("2 keys", "hold") + "\n"
+    )
+    log = div("log", run.name).stdout
+    assert log.count(SECRET_KEY_NOTICE.format("a key", "holds") + "\n") == 1
+    alice = services.user_create(username="alice", orgs=["default"])
+    client = Client()
+    client.force_login(alice)
+    assert client.get(f"/api/runs/{run.name}/").json()["drops"][-1] == {
+        "reason": "secret_key",
+        "count": 2,
+        "notice": SECRET_KEY_NOTICE.format("2 keys", "hold"),
+    }
+    page = html.unescape(client.get(f"/runs/{run.name}/").content.decode())
+    assert SECRET_KEY_NOTICE.format("2 keys", "hold") in page
