@@ -45,6 +45,14 @@ def too_short(value: str) -> bool:
     return len(value) < MIN_LENGTH
 
 
+def too_plain(value: str) -> bool:
+    """Whether a value is only whitespace, or one character over and over (whitespace aside):
+    as a secret, eight spaces would mask every indented line of a log, `--------` every rule
+    of a table, `00000000` every round number of a line of telemetry. No generated secret is
+    either; the service refuses to store one."""
+    return len({c for c in value if not c.isspace()}) <= 1
+
+
 def pieces(value: str) -> set[str]:
     """What of a value is masked on its own: the whole of it, and each long enough line."""
     if too_short(value):

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from telemetry.lines import Line, read_line
-from telemetry.masking import MIN_LENGTH, Masker
+from telemetry.masking import MIN_LENGTH, Masker, too_plain
 
 PEM = (
     "-----BEGIN OPENSSH PRIVATE KEY-----\n"
@@ -197,6 +197,25 @@ def test_a_value_shorter_than_the_minimum_masks_nothing(short):
     assert not masker
     assert masker.mask(line) == line
     assert masker.read_line(line) == Line({"loss": 0.5, "lo": 1})
+
+
+@pytest.mark.parametrize(
+    "value,plain",
+    [
+        ("        ", True),
+        ("\t\r\n\u00a0\u3000   ", True),
+        ("00000000", True),
+        ("--------------------------------", True),
+        ("= = = = = = = =", True),
+        ("\naaaaaaaa\n", True),
+        ("abababab", False),
+        ("00000001", False),
+        ("hunter22", False),
+        ("  s3cr3t-passw0rd  ", False),
+    ],
+)
+def test_a_value_of_whitespace_or_one_character_over_and_over_is_too_plain(value, plain):
+    assert too_plain(value) is plain
 
 
 def test_the_minimum_is_eight_characters_not_bytes():
