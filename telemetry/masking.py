@@ -1,5 +1,5 @@
-"""Secret values -> a masker that replaces every form of them with *** in logs, telemetry lines
-and command lines.
+"""Secret values -> a masker that replaces every form of them with *** in logs, telemetry lines,
+command lines and layouts.
 
 Pure: no Django, no I/O. Each secret of at least MIN_LENGTH characters is masked:
 
@@ -180,6 +180,19 @@ class Masker:
 
     def mask_text(self, text: str) -> str:
         return self.mask(text.encode("utf-8")).decode("utf-8", errors="replace")
+
+    def mask_json(self, value: object) -> object:
+        """A JSON-like value (a parsed layout) with every string in it masked; the keys of its
+        objects are its schema's names and are kept."""
+        if not self.needles:
+            return value
+        if isinstance(value, str):
+            return self.mask_text(value)
+        if isinstance(value, list):
+            return [self.mask_json(item) for item in value]
+        if isinstance(value, dict):
+            return {key: self.mask_json(item) for key, item in value.items()}
+        return value
 
     def mask_args(self, args: list[str]) -> list[str]:
         """A command line as it may be shown: each argument masked, and a secret that spans

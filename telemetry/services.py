@@ -193,17 +193,23 @@ def run_create(
     made = None
     try:
         with transaction.atomic():
-            # Stored masked: the API, the run page and the admin show it. The process is given
-            # the command itself by whoever runs it (runner.execute), never from here.
+            # Stored masked, the command and the layout (parsed from the file as written): the
+            # API, the pages and the admin show them to the whole org. The process is given the
+            # command itself by whoever runs it (runner.execute), never from here, and reads
+            # its telemetry.toml, if at all, from its files as shipped.
+            masker = masker_for(org.pk)
             run = Run.objects.create(
                 org=org,
-                command=masker_for(org.pk).mask_args(command),
+                command=masker.mask_args(command),
                 home=homes.home_id(),
                 creator=creator,
                 remote=remote,
             )
             Layout.objects.create(
-                run=run, source=layout_source, origin=layout_origin, parsed=parsed
+                run=run,
+                source=masker.mask_text(layout_source),
+                origin=masker.mask_text(layout_origin),
+                parsed=masker.mask_json(parsed),
             )
             if run.folder.exists():
                 # Left by a database since reset: no run of this one owns it.

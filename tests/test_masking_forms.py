@@ -250,6 +250,28 @@ def test_a_command_line_without_secrets_is_kept_as_it_is():
     ]
 
 
+# Layouts
+
+
+def test_every_string_of_a_parsed_layout_is_masked_and_its_names_and_numbers_kept():
+    layout = {
+        "x": "step",
+        "default": False,
+        "panels": [
+            {"title": f"Loss for {SECRET}", "y": [SECRET, "loss"], "min": 0.5, "wide": True}
+        ],
+        "stats": [{"title": None, "y": f"eval.{SECRET}", "reduce": "min"}],
+    }
+
+    assert Masker([SECRET]).mask_json(layout) == {
+        "x": "step",
+        "default": False,
+        "panels": [{"title": "Loss for ***", "y": ["***", "loss"], "min": 0.5, "wide": True}],
+        "stats": [{"title": None, "y": "eval.***", "reduce": "min"}],
+    }
+    assert Masker([]).mask_json(layout) == layout
+
+
 # Flattened keys
 
 
