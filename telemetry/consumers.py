@@ -70,12 +70,8 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         await self.accept()  # then closed with a code the tab can tell apart: not a 403 page
         name = self.scope["url_route"]["kwargs"].get("name")
         number = run_number(name) if name else None
-        if not number or Run(pk=number).name != name:
-            # One line, the path escaped: nothing a client puts in it can make it two.
-            log.warning(
-                "websocket %s names no run: closed with %d", ascii(self.scope["path"]), NOT_A_RUN
-            )
-            await self.shut(NOT_A_RUN)
+        if number is None or Run(pk=number).name != name:
+            await self.not_a_run()
         granted = await self.grant(number)
         if granted is None:
             await self.shut(NOT_YOURS)
@@ -85,6 +81,14 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
 
     async def disconnect(self, code):
         await self.leave()
+
+    async def not_a_run(self):
+        """A path that names no run, or no comparison of runs: one line in the server's log, the
+        path escaped so that nothing a client puts in it can make it two, and NOT_A_RUN."""
+        log.warning(
+            "websocket %s names no run: closed with %d", ascii(self.scope["path"]), NOT_A_RUN
+        )
+        await self.shut(NOT_A_RUN)
 
     async def shut(self, code: int):
         """Close with code and stop: nothing is sent after the close, no group holds the socket,
@@ -255,12 +259,7 @@ class CompareConsumer(RunConsumer):
             numbers = []
         # Only as the page writes it: each run once, by its full name.
         if not numbers or ",".join(Run(pk=n).name for n in numbers) != listed:
-            log.warning(
-                "websocket %s names no comparison: closed with %d",
-                ascii(self.scope["path"]),
-                NOT_A_RUN,
-            )
-            await self.shut(NOT_A_RUN)
+            await self.not_a_run()
         granted = await self.grant_all(numbers)
         if granted is None:
             await self.shut(NOT_YOURS)

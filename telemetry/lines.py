@@ -43,6 +43,7 @@ class Reason(enum.StrEnum):
     TOO_LONG = "too_long"
     TOO_MANY_NUMBERS = "too_many_numbers"
     BAD_KEY = "bad_key"
+    SECRET_KEY = "secret_key"  # a key that spelt a secret, left out by the masker
     TOO_MANY_KEYS = "too_many_keys"
     TOO_MANY_POINTS = "too_many_points"
     # Not a line: the telemetry path could not be read (a directory, a FIFO, a link out of the
@@ -85,6 +86,11 @@ NOTICES = {
         "left out {n} keys that are not letters, digits, _ and - between dots",
         "write train.loss, not train/loss",
     ),
+    Reason.SECRET_KEY: Notice(
+        "left out a key that holds a secret's value",
+        "left out {n} keys that hold a secret's value",
+        "keep secrets out of key names",
+    ),
     Reason.TOO_MANY_KEYS: Notice(
         "left out a key past the run's 256",
         "left out {n} keys past the run's 256",
@@ -119,6 +125,8 @@ class Line:
     passed_over: tuple[str, ...] = ()
     # Keys left out of the point for their name, like train/loss.
     bad_keys: tuple[str, ...] = ()
+    # Keys left out because they held a secret's value, masked (the masker's read_line).
+    secret_keys: tuple[str, ...] = ()
 
 
 def read_line(raw: bytes) -> Line | Reason:

@@ -1,5 +1,5 @@
-"""Secret values -> a masker that replaces every form of them with *** in logs, telemetry lines
-and command lines.
+"""Secret values -> a masker that replaces every form of them with *** in logs, telemetry lines,
+command lines and layouts.
 
 Pure: no Django, no I/O. Each secret of at least MIN_LENGTH characters is masked:
 
@@ -10,7 +10,8 @@ Pure: no Django, no I/O. Each secret of at least MIN_LENGTH characters is masked
   non-ASCII as \\uXXXX or kept), since a run that dumps a dict holding it writes that form;
 - in Base64, standard and URL-safe, at each of the three alignments it can take inside a longer
   encoded text (`base64("alice:" + token)`), as GitHub Actions' runner does (see base64_forms);
-- URL-encoded, with %20 or + for a space.
+- URL-encoded (see URL_ENCODINGS): every reserved character escaped, or all but /; %20 or + for
+  a space; escapes in upper or lower case.
 
 Where matches overlap or nest, their union becomes one *** (no `AAAA-overlap-***`).
 
@@ -24,6 +25,7 @@ import base64
 import json
 import re
 from collections.abc import Iterable
+from functools import partial
 from urllib.parse import quote, quote_plus
 
 from telemetry.lines import Line, Reason, read_line
@@ -41,6 +43,14 @@ LINE_BREAKS = re.compile(r"[\r\n]+")
 
 def too_short(value: str) -> bool:
     return len(value) < MIN_LENGTH
+
+
+def too_plain(value: str) -> bool:
+    """Whether a value is only whitespace, or one character over and over (whitespace aside):
+    as a secret, eight spaces would mask every indented line of a log, `--------` every rule
+    of a table, `00000000` every round number of a line of telemetry. No generated secret is
+    either; the service refuses to store one."""
+    return len({c for c in value if not c.isspace()}) <= 1
 
 
 def pieces(value: str) -> set[str]:
@@ -69,9 +79,23 @@ def _forms_of(piece: str) -> set[bytes]:
     for ensure_ascii in (True, False):
         found.add(json.dumps(piece, ensure_ascii=ensure_ascii)[1:-1].encode("utf-8"))
     found |= base64_forms(raw)
-    found.add(quote(piece, safe="").encode("ascii"))
-    found.add(quote_plus(piece, safe="").encode("ascii"))
+    for encode in URL_ENCODINGS:
+        encoded = encode(piece)
+        found.add(encoded.encode("ascii"))
+        found.add(_ESCAPE.sub(lambda escape: escape[0].lower(), encoded).encode("ascii"))
     return found
+
+
+# How a URL may carry a value: quote() with nothing left unescaped, and with / left as Python's
+# default leaves it (safe="/"), and quote_plus() with + for a space. Each is masked with its
+# escapes in upper case (%2B, as Python and RFC 3986 write them) and in lower case (%2b, as
+# some encoders do).
+URL_ENCODINGS = (
+    partial(quote, safe=""),
+    partial(quote, safe="/"),
+    partial(quote_plus, safe=""),
+)
+_ESCAPE = re.compile(r"%[0-9A-F]{2}")
 
 
 def base64_forms(raw: bytes) -> set[bytes]:
@@ -157,6 +181,19 @@ class Masker:
     def mask_text(self, text: str) -> str:
         return self.mask(text.encode("utf-8")).decode("utf-8", errors="replace")
 
+    def mask_json(self, value: object) -> object:
+        """A JSON-like value (a parsed layout) with every string in it masked; the keys of its
+        objects are its schema's names and are kept."""
+        if not self.needles:
+            return value
+        if isinstance(value, str):
+            return self.mask_text(value)
+        if isinstance(value, list):
+            return [self.mask_json(item) for item in value]
+        if isinstance(value, dict):
+            return {key: self.mask_json(item) for key, item in value.items()}
+        return value
+
     def mask_args(self, args: list[str]) -> list[str]:
         """A command line as it may be shown: each argument masked, and a secret that spans
         arguments (a value with a space, passed unquoted) masked in each one it touches."""
@@ -176,23 +213,33 @@ class Masker:
     def read_line(self, raw: bytes) -> Line | Reason:
         """A telemetry line as the ingester reads it: masked, read, and its keys masked again
         once flattened, since `{"tokenpart-one": {"tokenpart-two": 4}}` spells
-        tokenpart-one.tokenpart-two only then. A key holding a secret is left out of the point,
-        as any key of stars is."""
+        tokenpart-one.tokenpart-two only then. A key that held a secret, written whole or
+        spelt by the flattening, is left out of the point as a secret key, not as a bad name.
+        """
         if not self.needles:
             return read_line(raw)
-        line = read_line(self.mask(raw))
+        masked = self.found_in(raw)
+        line = read_line(_replace(raw, self.spans(raw)) if masked else raw)
         if isinstance(line, Reason):
             return line
+        # In a line that held a secret, stars in a key are the mask's.
+        secret_keys = [key for key in line.bad_keys if _STARS in key] if masked else []
         keys = (*line.numbers, *line.passed_over)
         # One look at every key at once, then one at each: most lines hold no secret.
-        if not self.found_in("\0".join(keys).encode()):
+        if self.found_in("\0".join(keys).encode()):
+            secret_keys += [key for key in keys if self.found_in(key.encode())]
+        if not secret_keys:
             return line
-        hidden = [key for key in keys if self.found_in(key.encode())]
+        hidden = set(secret_keys)
         return Line(
             {key: value for key, value in line.numbers.items() if key not in hidden},
             tuple(key for key in line.passed_over if key not in hidden),
-            (*line.bad_keys, *(self.mask_text(key) for key in hidden)),
+            tuple(key for key in line.bad_keys if key not in hidden),
+            tuple(self.mask_text(key) for key in secret_keys),
         )
+
+
+_STARS = MASK.decode()
 
 
 class StreamMasker:

@@ -26,6 +26,7 @@ RUN_NAME = re.compile(r"(?:run-)?([0-9]{1,18})")
 
 
 def run_number(name: str) -> int | None:
-    """run-7 or 7 -> 7; None for any other text (ASCII digits only: "run-²" is not 2)."""
+    """run-7 or 7 -> 7; None for any other text (ASCII digits only: "run-²" is not 2), and for
+    run-0: runs are numbered from 1, so it names none, wherever it is written."""
     match = RUN_NAME.fullmatch(name)
-    return int(match[1]) if match else None
+    return (int(match[1]) or None) if match else None

@@ -31,7 +31,7 @@ from telemetry.errors import Refused
 from telemetry.layout import LayoutError, default_layout, parse_layout
 from telemetry.lines import notice
 from telemetry.listing import card_values, sparkline_pair
-from telemetry.masking import MIN_LENGTH, Masker, too_short
+from telemetry.masking import MIN_LENGTH, Masker, too_plain, too_short
 from telemetry.models import (
     Drop,
     Key,
@@ -59,6 +59,14 @@ NO_LAYOUT_FILE = "telemetry: cannot read {path}: {why}"
 SECRET_TOO_SHORT = (
     f"a secret must be at least {MIN_LENGTH} characters: a shorter one would be masked wherever "
     "it appears, as lo would be in every loss; set the whole value"
+)
+SECRET_BLANK = (
+    "a secret cannot be only whitespace: it would be masked in every indented line; "
+    "set the value itself"
+)
+SECRET_ONE_CHARACTER = (
+    "a secret cannot be one character repeated, like 00000000: it would be masked wherever "
+    "the character runs that long; set the value itself"
 )
 
 # What a refusal says, in one place: the tests reuse them.
@@ -185,17 +193,23 @@ def run_create(
     made = None
     try:
         with transaction.atomic():
-            # Stored masked: the API, the run page and the admin show it. The process is given
-            # the command itself by whoever runs it (runner.execute), never from here.
+            # Stored masked, the command and the layout (parsed from the file as written): the
+            # API, the pages and the admin show them to the whole org. The process is given the
+            # command itself by whoever runs it (runner.execute), never from here, and reads
+            # its telemetry.toml, if at all, from its files as shipped.
+            masker = masker_for(org.pk)
             run = Run.objects.create(
                 org=org,
-                command=masker_for(org.pk).mask_args(command),
+                command=masker.mask_args(command),
                 home=homes.home_id(),
                 creator=creator,
                 remote=remote,
             )
             Layout.objects.create(
-                run=run, source=layout_source, origin=layout_origin, parsed=parsed
+                run=run,
+                source=masker.mask_text(layout_source),
+                origin=masker.mask_text(layout_origin),
+                parsed=masker.mask_json(parsed),
             )
             if run.folder.exists():
                 # Left by a database since reset: no run of this one owns it.
@@ -503,11 +517,13 @@ class SecretRefused(Refused):
 
 
 def secret_seal(*, value: str) -> str:
-    """The value encrypted for storing; SecretRefused for a value too short to mask, and
-    SecretsKeyError for a key that cannot read the secrets already stored (secrets encrypted
-    with two keys would leave one set unreadable)."""
+    """The value encrypted for storing; SecretRefused for a value too short or too plain to mask
+    (masking.too_plain), and SecretsKeyError for a key that cannot read the secrets already
+    stored (secrets encrypted with two keys would leave one set unreadable)."""
     if too_short(value):
         raise SecretRefused(SECRET_TOO_SHORT)
+    if too_plain(value):
+        raise SecretRefused(SECRET_BLANK if value.isspace() else SECRET_ONE_CHARACTER)
     stored = Secret.objects.values_list("sealed", flat=True).first()
     if stored is not None:
         encryption.unseal(stored)

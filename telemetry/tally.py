@@ -52,6 +52,8 @@ class Tally:
             return
         for _ in line.bad_keys:
             self.drop(Reason.BAD_KEY)
+        for _ in line.secret_keys:
+            self.drop(Reason.SECRET_KEY)
         if line.numbers and self.points >= MAX_POINTS:
             self.drop(Reason.TOO_MANY_POINTS)
             return

@@ -55,6 +55,8 @@ NAME = " is not a run's name, like run-7"
         ("run-3;run-7", '"run-3;run-7"' + NAME),
         ("run-٣", '"run-٣"' + NAME),  # Arabic-Indic digits are not a run's number
         ("run-0x3", '"run-0x3"' + NAME),
+        ("run-3,run-0", '"run-0"' + NAME),  # runs are numbered from 1
+        ("0", '"0"' + NAME),
         ("run-" + "9" * 19, '"run-9999999999999999999"' + NAME),
         ("../run-3", '"../run-3"' + NAME),
         ("run-3\nrun-7", '"run-3\\nrun-7"' + NAME),  # on one line

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from urllib.parse import quote, quote_plus
 
 import pytest
@@ -12,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from telemetry.lines import Line, read_line
-from telemetry.masking import MIN_LENGTH, Masker
+from telemetry.masking import MIN_LENGTH, Masker, too_plain
 
 PEM = (
     "-----BEGIN OPENSSH PRIVATE KEY-----\n"
@@ -108,6 +109,42 @@ def test_a_secret_is_masked_in_base64_at_each_of_the_three_alignments(before, af
     assert Masker([SECRET]).mask(urlsafe) == masked.encode()
 
 
+# Its Base64 holds + and / at every alignment, so the URL-safe form (- and _) is another text.
+SLASHED = "s3cr3t~~~???>>>"
+
+
+@pytest.mark.parametrize(
+    "before,after,masked",
+    [
+        ("", "", "***"),
+        ("", "x", "***eA=="),
+        ("a", "", "YX***=="),
+        ("a", "yz", "YX***nl6"),
+        ("ab", "", "YWJ***="),
+        ("ab", "x", "YWJ***54"),
+        ("alice:", "@host", "YWxpY2U6***QGhvc3Q="),
+    ],
+)
+def test_a_secret_is_masked_in_url_safe_base64_at_each_of_the_three_alignments(
+    before, after, masked
+):
+    raw = (before + SLASHED + after).encode()
+    encoded, urlsafe = base64.b64encode(raw), base64.urlsafe_b64encode(raw)
+    assert b"+" in encoded and b"/" in encoded and urlsafe != encoded
+
+    assert Masker([SLASHED]).mask(encoded) == masked.encode()
+    assert Masker([SLASHED]).mask(urlsafe) == masked.encode()
+
+
+def test_a_key_that_is_a_secret_in_url_safe_base64_is_left_out_of_the_point():
+    # Its digits and - and _ make a key a point could carry: only masking keeps it out.
+    key = base64.urlsafe_b64encode(SLASHED.encode()).decode()
+    raw = json.dumps({key: 1, "step": 2}).encode()
+    assert read_line(raw) == Line({key: 1, "step": 2})
+
+    assert Masker([SLASHED]).read_line(raw) == Line({"step": 2}, secret_keys=("***",))
+
+
 def test_a_secret_is_masked_in_base64_without_its_padding():
     encoded = base64.b64encode(SECRET.encode()).rstrip(b"=")
     assert Masker([SECRET]).mask(b"token=" + encoded + b";") == b"token=***;"
@@ -126,6 +163,29 @@ def test_a_secret_is_masked_url_encoded(encode):
     assert Masker([secret]).mask(url.encode()) == b"https://hub.example/?token=***&page=2"
 
 
+def lower_escapes(encoded: str) -> str:
+    return re.sub(r"%[0-9A-F]{2}", lambda escape: escape[0].lower(), encoded)
+
+
+@pytest.mark.parametrize(
+    "encode",
+    [
+        quote,  # Python's default keeps / unescaped: safe="/"
+        lambda value: quote(value, safe=""),
+        quote_plus,
+        lambda value: lower_escapes(quote(value)),
+        lambda value: lower_escapes(quote(value, safe="")),
+        lambda value: lower_escapes(quote_plus(value)),
+    ],
+    ids=["quote", "quote-all", "quote_plus", "quote-lower", "quote-all-lower", "quote_plus-lower"],
+)
+@pytest.mark.parametrize("secret", ["wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "p@ss w/rd&more=1"])
+def test_a_secret_is_masked_however_python_url_encodes_it(encode, secret):
+    url = f"https://hub.example/?token={encode(secret)}&page=2"
+
+    assert Masker([secret]).mask(url.encode()) == b"https://hub.example/?token=***&page=2"
+
+
 # Values too short to mask
 
 
@@ -137,6 +197,25 @@ def test_a_value_shorter_than_the_minimum_masks_nothing(short):
     assert not masker
     assert masker.mask(line) == line
     assert masker.read_line(line) == Line({"loss": 0.5, "lo": 1})
+
+
+@pytest.mark.parametrize(
+    "value,plain",
+    [
+        ("        ", True),
+        ("\t\r\n\u00a0\u3000   ", True),
+        ("00000000", True),
+        ("--------------------------------", True),
+        ("= = = = = = = =", True),
+        ("\naaaaaaaa\n", True),
+        ("abababab", False),
+        ("00000001", False),
+        ("hunter22", False),
+        ("  s3cr3t-passw0rd  ", False),
+    ],
+)
+def test_a_value_of_whitespace_or_one_character_over_and_over_is_too_plain(value, plain):
+    assert too_plain(value) is plain
 
 
 def test_the_minimum_is_eight_characters_not_bytes():
@@ -171,6 +250,28 @@ def test_a_command_line_without_secrets_is_kept_as_it_is():
     ]
 
 
+# Layouts
+
+
+def test_every_string_of_a_parsed_layout_is_masked_and_its_names_and_numbers_kept():
+    layout = {
+        "x": "step",
+        "default": False,
+        "panels": [
+            {"title": f"Loss for {SECRET}", "y": [SECRET, "loss"], "min": 0.5, "wide": True}
+        ],
+        "stats": [{"title": None, "y": f"eval.{SECRET}", "reduce": "min"}],
+    }
+
+    assert Masker([SECRET]).mask_json(layout) == {
+        "x": "step",
+        "default": False,
+        "panels": [{"title": "Loss for ***", "y": ["***", "loss"], "min": 0.5, "wide": True}],
+        "stats": [{"title": None, "y": "eval.***", "reduce": "min"}],
+    }
+    assert Masker([]).mask_json(layout) == layout
+
+
 # Flattened keys
 
 
@@ -179,14 +280,27 @@ def test_a_secret_split_across_nested_keys_is_left_out_of_the_point():
     raw = json.dumps({"tokenpart-one": {"tokenpart-two": 4}, "step": 1}).encode()
 
     assert read_line(raw) == Line({"tokenpart-one.tokenpart-two": 4, "step": 1})
-    assert masker.read_line(raw) == Line({"step": 1}, bad_keys=("***",))
+    assert masker.read_line(raw) == Line({"step": 1}, secret_keys=("***",))
 
 
 def test_a_secret_inside_a_flattened_key_is_left_out_even_when_passed_over():
     masker = Masker(["run-a.secret"])
     raw = b'{"eval": {"run-a": {"secret": NaN}, "loss": 0.25}}'
 
-    assert masker.read_line(raw) == Line({"eval.loss": 0.25}, bad_keys=("eval.***",))
+    assert masker.read_line(raw) == Line({"eval.loss": 0.25}, secret_keys=("eval.***",))
+
+
+def test_a_key_that_holds_a_secret_is_left_out_as_a_secret_key_not_as_a_bad_name():
+    raw = json.dumps({"hunter22": 1, "train/loss": 2, "eval": {"x-hunter22": 3}, "step": 4})
+
+    assert Masker(["hunter22"]).read_line(raw.encode()) == Line(
+        {"step": 4}, bad_keys=("train/loss",), secret_keys=("***", "eval.x-***")
+    )
+
+
+def test_stars_in_a_key_of_a_line_that_holds_no_secret_are_a_bad_name():
+    raw = b'{"***": 1, "step": 2}'
+    assert Masker(["hunter22"]).read_line(raw) == Line({"step": 2}, bad_keys=("***",))
 
 
 def test_a_line_whose_keys_hold_no_secret_is_read_as_it_was():
@@ -222,7 +336,9 @@ def test_no_form_of_any_secret_survives_masking(values, before, after, data):
             json.dumps(secret)[1:-1].encode(),
             json.dumps(secret, ensure_ascii=False)[1:-1].encode(),
             quote(secret, safe="").encode(),
+            lower_escapes(quote(secret)).encode(),
             base64.b64encode(data.draw(fillers) + raw + data.draw(fillers)),
+            base64.urlsafe_b64encode(data.draw(fillers) + raw + data.draw(fillers)),
             data.draw(fillers),
         ]
     pieces.append(after)
@@ -235,9 +351,11 @@ def test_no_form_of_any_secret_survives_masking(values, before, after, data):
         assert raw not in masked
         assert json.dumps(secret)[1:-1].encode() not in masked
         assert quote(secret, safe="").encode() not in masked
+        assert lower_escapes(quote(secret)).encode() not in masked
         for skip in range(3):
             digits = determined_digits(bytes(skip), raw, b"")
             assert digits not in masked
+            assert digits.translate(bytes.maketrans(b"+/", b"-_")) not in masked
 
 
 @settings(max_examples=200, deadline=None)

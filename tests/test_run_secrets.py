@@ -4,14 +4,18 @@ runs), and its telemetry's flattened keys."""
 
 from __future__ import annotations
 
+import html
+import json
 import sys
 import textwrap
 import time
 
 import pytest
+from django.db import connection
 from django.test import Client
 
 from telemetry import encryption, services
+from telemetry.layout import parse_layout
 from telemetry.models import Run, Secret
 from telemetry.runner import NO_COMMAND
 from tests.conftest import wait_for
@@ -266,4 +270,126 @@ def test_a_secret_split_across_nested_keys_is_not_stored_as_a_key(make_run, acme
         "step",
         "loss",
     ]
-    assert dict(telemetry.run.drops.values_list("reason", "count")) == {"bad_key": 1}
+    assert dict(telemetry.run.drops.values_list("reason", "count")) == {"secret_key": 1}
+
+
+SECRET_KEY_NOTICE = "telemetry: left out {} that {} a secret's value; keep secrets out of key names"
+
+
+def test_a_key_that_holds_a_secret_is_counted_and_said_as_such_wherever_drops_are(div, project):
+    assert (
+        div("secrets", "set", "default", "TOKEN", input="tokenpart-one.tokenpart-two").returncode
+        == 0
+    )
+    write = script(
+        project,
+        "write.py",
+        """
+        import json, os
+        with open(os.environ["DIVERGENT_TELEMETRY_PATH"], "a") as f:
+            for line in [
+                {"tokenpart-one": {"tokenpart-two": 4}, "step": 1},
+                {"tokenpart-one.tokenpart-two": 5, "train/loss": 1, "step": 2},
+            ]:
+                print(json.dumps(line), file=f)
+        """,
+    )
+
+    launched = div("run", str(project), "--", sys.executable, write)
+
+    assert launched.returncode == 0, launched.stderr
+    run = Run.objects.get()
+    shown = div("telemetry", run.name)
+    assert shown.stdout == (
+        "key   count  last     min      max\nstep  2      2        1        2\n"
+    )
+    assert shown.stderr == (
+        "telemetry: left out a key that is not letters, digits, _ and - between dots; "
+        "write train.loss, not train/loss\n" + SECRET_KEY_NOTICE.format("2 keys", "hold") + "\n"
+    )
+    log = div("log", run.name).stdout
+    assert log.count(SECRET_KEY_NOTICE.format("a key", "holds") + "\n") == 1
+    alice = services.user_create(username="alice", orgs=["default"])
+    client = Client()
+    client.force_login(alice)
+    assert client.get(f"/api/runs/{run.name}/").json()["drops"][-1] == {
+        "reason": "secret_key",
+        "count": 2,
+        "notice": SECRET_KEY_NOTICE.format("2 keys", "hold"),
+    }
+    page = html.unescape(client.get(f"/runs/{run.name}/").content.decode())
+    assert SECRET_KEY_NOTICE.format("2 keys", "hold") in page
+
+
+# The layout
+
+LAYOUT = f"""# the hub's token is {SECRET}
+x = "step"
+
+[[panel]]
+title = "Loss for {SECRET}"
+y = ["{SECRET}", "loss"]
+
+[[stat]]
+title = "Best {SECRET}"
+y = "loss"
+reduce = "min"
+"""
+
+
+def test_a_secret_in_the_layout_is_stored_and_shown_masked_everywhere(make_run, acme):
+    services.secret_set(org=acme, name="HF_TOKEN", value=SECRET)
+    telemetry = make_run(LAYOUT)
+    telemetry.write({"step": 1, "loss": 0.5, SECRET: 3}, {"step": 2, "loss": 0.25})
+    telemetry.finish()
+    run = telemetry.run
+    masked = LAYOUT.replace(SECRET, "***")
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT origin, source, parsed FROM telemetry_layout")
+        stored = [str(column) for column in cursor.fetchone()]
+    assert not any(SECRET in column for column in stored)
+    assert run.layout.source == masked
+    assert run.layout.parsed == json.loads(json.dumps(parse_layout(LAYOUT)).replace(SECRET, "***"))
+
+    alice = services.user_create(username="alice", orgs=["acme"], staff=True)
+    client = Client()
+    client.force_login(alice)
+    detail = client.get(f"/api/runs/{run.name}/").json()
+    assert detail["layout"]["source"] == masked
+    assert [(p["title"], p["y"]) for p in detail["panels"]] == [("Loss for ***", ["***", "loss"])]
+    assert [(s["title"], s["value"]) for s in detail["stats"]] == [("Best ***", 0.25)]
+    search = client.get("/api/runs/search/", {"sort": "-stat:Best ***"}).json()
+    assert search["cards"] == ["Best ***"]
+    assert [(r["name"], r["stats"][0]["title"]) for r in search["runs"]] == [(run.name, "Best ***")]
+    page = client.get(f"/runs/{run.name}/").content.decode()
+    assert f'<pre class="layout">{html.escape(masked)}</pre>' in page
+    for shown in [
+        json.dumps(detail),
+        json.dumps(search),
+        b"".join(client.get(f"/api/runs/{run.name}/panels/").streaming_content).decode(),
+        client.get("/api/runs/").content.decode(),
+        client.get("/api/compare/", {"runs": run.name}).content.decode(),
+        page,
+        client.get(f"/admin/telemetry/run/{run.pk}/change/").content.decode(),
+    ]:
+        assert SECRET not in shown and "***" in shown
+
+
+def test_the_run_reads_its_shipped_layout_whole_while_the_stored_one_is_masked(div, project):
+    assert div("secrets", "set", "default", "HF_TOKEN", input=SECRET).returncode == 0
+    (project / "telemetry.toml").write_text(LAYOUT)
+    check = script(
+        project,
+        "w.py",
+        """
+        import os
+        print("layout whole:", os.environ["HF_TOKEN"] in open("telemetry.toml").read())
+        """,
+    )
+
+    launched = div("run", str(project), "--", sys.executable, check)
+
+    assert launched.returncode == 0, launched.stderr
+    assert "layout whole: True" in launched.stdout
+    assert Run.objects.get().layout.source == LAYOUT.replace(SECRET, "***")

@@ -4,6 +4,7 @@ a lost or different key) gives one away or leaves one unmasked."""
 from __future__ import annotations
 
 import base64
+import html
 import logging
 import os
 import stat
@@ -339,6 +340,64 @@ def test_secret_set_refuses_a_value_under_eight_characters(home, db):
     assert not Secret.objects.exists()
     services.secret_set(org=org, name="HF_TOKEN", value="12345678")
     assert services.secrets_of(org.pk) == {"HF_TOKEN": "12345678"}
+
+
+PLAIN = [
+    ("        ", services.SECRET_BLANK),
+    ("\t \n \t \n \t \n", services.SECRET_BLANK),
+    ("00000000", services.SECRET_ONE_CHARACTER),
+    ("- - - - - - - -", services.SECRET_ONE_CHARACTER),
+]
+
+
+@pytest.mark.parametrize("value,refusal", PLAIN, ids=["spaces", "whitespace", "zeros", "dashes"])
+def test_secret_set_refuses_a_value_that_would_mask_ordinary_text(home, db, value, refusal):
+    org = services.org_get_or_create(name="acme")
+
+    with pytest.raises(services.SecretRefused) as refused:
+        services.secret_set(org=org, name="HF_TOKEN", value=value)
+
+    assert str(refused.value) == refusal
+    assert not Secret.objects.exists()
+
+
+def test_div_secrets_set_refuses_a_whitespace_value_in_one_line(div):
+    refused = div("secrets", "set", "acme", "HF_TOKEN", input=" " * 12 + "\n")
+
+    assert (refused.returncode, refused.stdout) == (1, "")
+    assert refused.stderr == f"div: {services.SECRET_BLANK}\n"
+    assert not Secret.objects.exists()
+
+
+def test_div_secrets_set_refuses_one_character_repeated_in_one_line(div):
+    refused = div("secrets", "set", "acme", "HF_TOKEN", input="=" * 40)
+
+    assert (refused.returncode, refused.stdout) == (1, "")
+    assert refused.stderr == f"div: {services.SECRET_ONE_CHARACTER}\n"
+    assert not Secret.objects.exists()
+
+
+@pytest.mark.parametrize("value,refusal", PLAIN, ids=["spaces", "whitespace", "zeros", "dashes"])
+def test_the_admin_refuses_a_value_that_would_mask_ordinary_text(staff, home, value, refusal):
+    org = services.org_get_or_create(name="acme")
+
+    refused = staff.post(
+        "/admin/telemetry/secret/add/", {"org": org.pk, "name": "T", "value": value}
+    )
+
+    assert refused.status_code == 200
+    assert refusal in html.unescape(refused.content.decode())
+    assert not Secret.objects.exists()
+
+
+def test_a_value_of_two_characters_or_more_besides_whitespace_is_a_secret(home, db):
+    org = services.org_get_or_create(name="acme")
+
+    services.secret_set(org=org, name="A", value="abababab")
+    services.secret_set(org=org, name="B", value="00000001")
+    services.secret_set(org=org, name="C", value="  hunter22  ")
+
+    assert services.secrets_of(org.pk) == {"A": "abababab", "B": "00000001", "C": "  hunter22  "}
 
 
 def test_div_secrets_set_refuses_a_short_value_in_one_line(div):

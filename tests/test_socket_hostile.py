@@ -48,6 +48,12 @@ HOSTILE = [
     "/ws/",
     "/",
     "/ws/runs/%ff/",
+    # A comparison's path names no run as a run's does, with the same close and line.
+    "/ws/compare/run-0/",
+    "/ws/compare/run-1,run-0/",
+    "/ws/compare/run-1,,run-1/",
+    "/ws/compare/run-1,run-1/",  # a run twice: not as the page writes it
+    f"/ws/compare/run-{2**64}/",
 ]
 
 

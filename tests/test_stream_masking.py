@@ -3,6 +3,9 @@ start of a secret is held back, and never more than a bounded amount."""
 
 from __future__ import annotations
 
+import base64
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -33,6 +36,27 @@ def test_only_a_possible_start_of_a_secret_is_held_back():
     # Not the secret after all: it goes out with what follows.
     assert masking.feed(b"ond pass\n") == b"s3cond pass\n"
     assert masking.holding == 0
+
+
+# Its Base64 holds + and / at every alignment, so the URL-safe form (- and _) is another text.
+SLASHED = "s3cr3t~~~???>>>"
+
+
+@pytest.mark.parametrize(
+    "before,shown",
+    [("", b"auth="), ("a", b"auth=YX"), ("ab", b"auth=YWJ")],
+    ids=["aligned", "one byte in", "two bytes in"],
+)
+@pytest.mark.parametrize("encode", [base64.b64encode, base64.urlsafe_b64encode])
+def test_a_secret_in_base64_split_across_two_writes_is_masked(before, shown, encode):
+    # The digits that mix the secret with what is before it go out at once, the rest as ***.
+    encoded = encode((before + SLASHED).encode()).rstrip(b"=")
+    assert len({b"+", b"/", b"-", b"_"} & {bytes([c]) for c in encoded}) == 2
+
+    out, whole = stream(Masker([SLASHED]), [b"auth=" + encoded[:9], encoded[9:] + b"\n"])
+
+    assert out == [shown, b"***\n"]
+    assert whole == shown + b"***\n"
 
 
 def test_a_progress_bar_without_a_newline_goes_out_at_once():

@@ -108,6 +108,13 @@ def test_each_key_left_out_for_its_name_is_counted_and_the_point_kept():
     assert list(tally.keys) == ["step"]
 
 
+def test_each_key_left_out_for_holding_a_secret_is_counted_under_its_own_reason():
+    tally = Tally()
+    tally.add(Line({"step": 1}, bad_keys=("a/b",), secret_keys=("***", "eval.***")))
+    assert tally.drops == {Reason.BAD_KEY: 1, Reason.SECRET_KEY: 2}
+    assert tally.first_drops == [Reason.BAD_KEY, Reason.SECRET_KEY]
+
+
 def test_the_257th_key_is_left_out_and_counted():
     lines = [{f"k{i}": i for i in range(start, start + 64)} for start in range(0, 256, 64)]
     tally = fed(*lines)
