@@ -11,9 +11,10 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import BinaryIO
 
-from telemetry import logs, queries, remote, services
+from telemetry import following, logs, queries, remote, services
 from telemetry.client_api import LOG_BYTES
 from telemetry.errors import Refused, RunNotFound
+from telemetry.following import Look
 from telemetry.layout import panel_x, point_x
 from telemetry.models import Key, Run, run_number
 
@@ -157,7 +158,9 @@ class Remote:
     def log(self, name: str, out: BinaryIO, *, follow: bool) -> None:
         """As logs.follow: the bytes as written, until the run has ended (following)."""
         offset = 0
-        while True:
+
+        def look() -> Look:
+            nonlocal offset
             try:
                 answer = self.api.request(
                     "GET", f"/api/runs/{name}/log/bytes/", query={"offset": offset}
@@ -168,12 +171,11 @@ class Remote:
                 out.write(answer.body)
                 out.flush()
                 offset += len(answer.body)
-            ended = answer.headers.get("Divergent-Live") != "1"
             if len(answer.body) == LOG_BYTES:
-                continue  # more at once
-            if not follow or ended:
-                return
-            time.sleep(logs.LOG_POLL)
+                return Look.MORE
+            return Look.GOING if answer.headers.get("Divergent-Live") == "1" else Look.ENDED
+
+        following.follow(look, follow=follow, pause=logs.LOG_POLL)
 
     def secret_names(self, org: str) -> list[str]:
         return self.api.get(f"/api/orgs/{org}/secrets/")["names"]
