@@ -90,6 +90,16 @@ USAGE_ERRORS = [
         "div telemetry --help lists the options",
     ),
     (
+        ["telemetry", "run-1", "--csv", "--json"],
+        "div telemetry: --csv and --json are two forms of the points: name one of them; "
+        "div telemetry --help lists the options",
+    ),
+    (
+        ["telemetry", "run-1", "loss", "--x", ""],
+        "div telemetry: --x: name the key of the first column, like --x epoch; "
+        "div telemetry --help lists the options",
+    ),
+    (
         ["secrets", "set", "acme"],
         "div secrets set: NAME is missing; div secrets set --help lists the options",
     ),

@@ -14,6 +14,27 @@ FOLLOW_NEEDS_POINTS = (
     "--follow prints points as they arrive: name the keys to follow, or add --json"
 )
 X_NEEDS_KEYS = "--x picks the first column of points: name the keys too"
+ONE_FORM = "--csv and --json are two forms of the points: name one of them"
+NO_X = "name the key of the first column, like --x epoch"
+X = "The first column; step when the run writes one."
+CSV = "Commas, quoted where needed."
+JSON = '{"seq": 1, "data": {...}} a line.'
+
+
+def one_form(ctx: click.Context, param: click.Parameter, given: bool) -> None:
+    """--csv and --json are one option, the form of the points: either, never both."""
+    if given:
+        if ctx.params.get("form", param.name) != param.name:
+            raise click.UsageError(ONE_FORM, ctx)
+        ctx.params["form"] = param.name
+    else:
+        ctx.params.setdefault("form", None)
+
+
+def a_key(ctx: click.Context, param: click.Parameter, key: str | None) -> str | None:
+    if key == "":
+        raise click.BadParameter(NO_X, ctx, param)
+    return key
 
 
 @command(
@@ -23,9 +44,9 @@ X_NEEDS_KEYS = "--x picks the first column of points: name the keys too"
 )
 @click.argument("run", type=RUN, required=False)
 @click.argument("keys", nargs=-1)
-@click.option("--x", "x_key", metavar="KEY", help="The first column; step when the run writes one.")
-@click.option("--csv", "form", flag_value="csv", help="Commas, quoted where needed.")
-@click.option("--json", "form", flag_value="json", help='{"seq": 1, "data": {...}} a line.')
+@click.option("--x", "x_key", metavar="KEY", callback=a_key, help=X)
+@click.option("--csv", is_flag=True, expose_value=False, callback=one_form, help=CSV)
+@click.option("--json", is_flag=True, expose_value=False, callback=one_form, help=JSON)
 @click.option("-f", "--follow", is_flag=True, help="Keep printing points until the run ends.")
 def command(run, keys, x_key, form, follow):
     source = sources.current()  # this machine's database, or the server's API
