@@ -100,6 +100,21 @@ USAGE_ERRORS = [
         "div telemetry --help lists the options",
     ),
     (
+        ["telemetry", "run-1,,run-2", "loss"],
+        'div telemetry: RUN: "" is not a run\'s name, like run-7; '
+        "div telemetry --help lists the options",
+    ),
+    (
+        ["telemetry", "run-1,x"],
+        'div telemetry: RUN: "x" is not a run\'s name, like run-7; '
+        "div telemetry --help lists the options",
+    ),
+    (
+        ["telemetry", ",".join(map(str, range(1, 22)))],
+        "div telemetry: RUN: a comparison holds up to 20 runs; "
+        "div telemetry --help lists the options",
+    ),
+    (
         ["secrets", "set", "acme"],
         "div secrets set: NAME is missing; div secrets set --help lists the options",
     ),
