@@ -20,6 +20,7 @@ from django.db import DatabaseError, connection, connections
 from djclick.adapter import CommandAdapter, CommandRegistrator, GroupAdapter
 
 from telemetry import remote
+from telemetry.comparison import NotAComparison, run_numbers
 from telemetry.encryption import SecretsKeyError
 from telemetry.errors import Refused
 from telemetry.layout import LayoutError
@@ -53,6 +54,23 @@ class RunName(click.ParamType):
 
 
 RUN = RunName()
+
+
+class RunNames(RunName):
+    """A run as RunName takes it, or several joined by commas (run-3,run-7): read by
+    comparison.run_numbers (each run once, in the order given, at most 20), a tuple of their
+    canonical names. A list is a tuple even when it names one run."""
+
+    def convert(self, value, param, ctx) -> str | tuple[str, ...]:
+        if isinstance(value, tuple) or "," not in value:
+            return super().convert(value, param, ctx)
+        try:
+            return tuple(f"run-{number}" for number in run_numbers(value))
+        except NotAComparison as e:
+            self.fail(str(e), param, ctx)
+
+
+RUNS = RunNames()
 
 
 def usage_message(error: click.UsageError) -> str:

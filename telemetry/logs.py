@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from telemetry import following
+from telemetry.following import Look
 from telemetry.ingest import Follower
 from telemetry.models import Run
 from telemetry.terminal import Screen, Span, last_state_start
@@ -26,16 +28,17 @@ def follow(
     pass the time between looks: one that returns early when the run ends saves the wait."""
     follower = Follower(run, read=False)
     with open(run.log_path, "rb") as log:
-        while True:
+
+        def look() -> Look:
             follower.step()  # a run whose supervisor has gone ends as lost: so does this
             ended = not run.is_live
             data = log.read()
             if data:
                 out.write(data)
                 out.flush()
-            if not follow or ended:
-                return
-            wait(LOG_POLL)
+            return Look.ENDED if ended else Look.GOING
+
+        following.follow(look, follow=follow, pause=LOG_POLL, wait=wait)
 
 
 def reader_gone(stream) -> None:

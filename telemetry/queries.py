@@ -9,7 +9,6 @@ the points not sealed yet from their rows, read first, as storage.py says.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,10 +28,9 @@ from django.db.models import (
 from django.db.models.functions import Cast, Coalesce, Concat
 from django.utils import timezone
 
-from telemetry import chunks, comparison, sparkline, storage, supervision
+from telemetry import chunks, comparison, joins, sparkline, storage, supervision
 from telemetry.chunks import WINDOW, window_of, window_start
 from telemetry.errors import RunNotFound
-from telemetry.ingest import Follower
 from telemetry.layout import panel_x
 from telemetry.lines import Number, Reason
 from telemetry.listing import PER_PAGE, Listing, sparkline_pair
@@ -272,7 +270,6 @@ def sparklines(
 
 UNKNOWN_RUN = 'there is no run "{name}"; div telemetry lists the runs'
 EVERY_RUN = object()  # the CLI on the server's own machine reads every org's runs
-FOLLOW_POLL = 0.2  # seconds between looks at a followed run
 
 
 def run_named(name: str, *, user) -> Run:
@@ -330,7 +327,19 @@ def report(name: str, *, x: str | None = None) -> Report:
     """A run's keys, drops and passed-over values, with x resolved as a panel's is."""
     run = run_named(name, user=EVERY_RUN)
     keys = keys_of(run)
-    x = panel_x({"x": None}, {"x": x}, [k.name for k in keys])
+    return _report(run, keys, panel_x({"x": None}, {"x": x}, [k.name for k in keys]))
+
+
+def reports(names: Sequence[str], *, x: str | None = None) -> list[Report]:
+    """The reports of runs joined on one x (joins.joined_x), in the order named: all of them,
+    or RunNotFound for the first that does not exist, before any is printed."""
+    runs = [run_named(name, user=EVERY_RUN) for name in names]
+    keys = [keys_of(run) for run in runs]
+    shared = joins.joined_x(x, [[k.name for k in found] for found in keys])
+    return [_report(run, found, shared) for run, found in zip(runs, keys, strict=True)]
+
+
+def _report(run: Run, keys: list[Key], x: str | None) -> Report:
     passed = [
         (k.name, k.passed_over, x_at(run, k.first_passed_seq, x)) for k in keys if k.passed_over
     ]
@@ -342,21 +351,6 @@ def x_at(run: Run, seq: int | None, x: str | None) -> Number | None:
     if seq is None or x is None:
         return seq
     return value_at(run.pk, x, seq)
-
-
-def stretches(run: Run, *, follow: bool) -> Iterator[tuple[int, int]]:
-    """(after, upto): the seqs stored so far, then, following, each new stretch as it is
-    stored, until the run has ended and its last line is stored."""
-    after = 0
-    follower = Follower(run, read=follow)
-    while True:
-        follower.step()  # ends a lost run, and reads its file when nothing else does
-        closed, upto = run.telemetry_closed, run.points
-        yield after, upto
-        after = upto
-        if not follow or closed:
-            return
-        time.sleep(FOLLOW_POLL)
 
 
 def secret_names(org: str) -> list[str]:

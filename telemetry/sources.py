@@ -6,14 +6,15 @@ either way.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import BinaryIO
 
-from telemetry import logs, queries, remote, services
+from telemetry import following, joins, logs, queries, remote, services
 from telemetry.client_api import LOG_BYTES
 from telemetry.errors import Refused, RunNotFound
+from telemetry.following import Look
+from telemetry.ingest import Follower
 from telemetry.layout import panel_x, point_x
 from telemetry.models import Key, Run, run_number
 
@@ -33,8 +34,13 @@ class Local:
     def report(self, name: str, *, x: str | None) -> queries.Report:
         return queries.report(name, x=x)
 
-    def stretches(self, report: queries.Report, *, follow: bool) -> Iterator[tuple[int, int]]:
-        return queries.stretches(report.run, follow=follow)
+    def reports(self, names: Sequence[str], *, x: str | None) -> list[queries.Report]:
+        return queries.reports(names, x=x)
+
+    def watcher(self, report: queries.Report, *, follow: bool) -> Callable[[], None]:
+        """One look at the run, as judged: a run whose supervisor has gone ends as lost, and
+        following, an ended run's file is read here when nothing else reads it."""
+        return Follower(report.run, read=follow).step
 
     def point_batches(self, report: queries.Report, after: int, upto: int):
         return queries.point_batches(report.run.pk, after=after, upto=upto)
@@ -94,15 +100,23 @@ class Remote:
     def report(self, name: str, *, x: str | None) -> queries.Report:
         """The run as `div telemetry RUN` reads it locally (queries.report), from its detail."""
         detail = self._run(name)
+        keys = _keys(detail)
+        return self._report(detail, keys, panel_x({"x": None}, {"x": x}, [k.name for k in keys]))
+
+    def reports(self, names: Sequence[str], *, x: str | None) -> list[queries.Report]:
+        """As queries.reports: every run the user sees, or RunNotFound for the first not."""
+        details = [self._run(name) for name in names]
+        keys = [_keys(detail) for detail in details]
+        shared = joins.joined_x(x, [[k.name for k in found] for found in keys])
+        return [
+            self._report(detail, found, shared) for detail, found in zip(details, keys, strict=True)
+        ]
+
+    def _report(self, detail: dict, keys: list[Key], x: str | None) -> queries.Report:
         run = Run(pk=run_number(detail["name"]))
         self._update(run, detail)
-        keys = [
-            Key(**{field: k[field] for field in KEY_FIELDS}, order=i)
-            for i, k in enumerate(detail["keys"], 1)
-        ]
-        x = panel_x({"x": None}, {"x": x}, [k.name for k in keys])
         passed = [
-            (k.name, k.passed_over, self._x_at(name, k.first_passed_seq, x))
+            (k.name, k.passed_over, self._x_at(run.name, k.first_passed_seq, x))
             for k in keys
             if k.passed_over
         ]
@@ -123,18 +137,10 @@ class Remote:
         found = self.api.get(f"/api/runs/{name}/points/", after=seq - 1, limit=1)["points"]
         return point_x(x, seq, found[0]["data"] if found else {})
 
-    def stretches(self, report: queries.Report, *, follow: bool) -> Iterator[tuple[int, int]]:
-        """As queries.stretches: the points so far, then each new stretch until the run has
-        ended and its last line is stored (the server's ingester judges a silent run lost)."""
-        after = 0
-        while True:
-            self._update(report.run, self._run(report.run.name))
-            closed, upto = report.run.telemetry_closed, report.run.points
-            yield after, upto
-            after = upto
-            if not follow or closed:
-                return
-            time.sleep(queries.FOLLOW_POLL)
+    def watcher(self, report: queries.Report, *, follow: bool) -> Callable[[], None]:
+        """One look at the run: its state and points as the server has them (its ingester
+        judges a silent run lost)."""
+        return lambda: self._update(report.run, self._run(report.run.name))
 
     def point_batches(self, report: queries.Report, after: int, upto: int):
         while after < upto:
@@ -157,7 +163,9 @@ class Remote:
     def log(self, name: str, out: BinaryIO, *, follow: bool) -> None:
         """As logs.follow: the bytes as written, until the run has ended (following)."""
         offset = 0
-        while True:
+
+        def look() -> Look:
+            nonlocal offset
             try:
                 answer = self.api.request(
                     "GET", f"/api/runs/{name}/log/bytes/", query={"offset": offset}
@@ -168,12 +176,11 @@ class Remote:
                 out.write(answer.body)
                 out.flush()
                 offset += len(answer.body)
-            ended = answer.headers.get("Divergent-Live") != "1"
             if len(answer.body) == LOG_BYTES:
-                continue  # more at once
-            if not follow or ended:
-                return
-            time.sleep(logs.LOG_POLL)
+                return Look.MORE
+            return Look.GOING if answer.headers.get("Divergent-Live") == "1" else Look.ENDED
+
+        following.follow(look, follow=follow, pause=logs.LOG_POLL)
 
     def secret_names(self, org: str) -> list[str]:
         return self.api.get(f"/api/orgs/{org}/secrets/")["names"]
@@ -210,6 +217,13 @@ def _own_only(user: str | None) -> None:
 
 
 KEY_FIELDS = ("name", "count", "last", "min", "max", "passed_over", "first_passed_seq")
+
+
+def _keys(detail: dict) -> list[Key]:
+    return [
+        Key(**{field: k[field] for field in KEY_FIELDS}, order=i)
+        for i, k in enumerate(detail["keys"], 1)
+    ]
 
 
 def _moment(text: str | None) -> datetime | None:

@@ -34,15 +34,31 @@ def aligned(header: Sequence[str], rows: Iterable[Sequence[str]], min_widths: Se
     return "".join(line + "\n" for line in lines)
 
 
-def key_table(keys: Iterable[tuple[str, int, Number | None, Number | None, Number | None]]) -> str:
+KeyRow = tuple[str, int, Number | None, Number | None, Number | None]
+KEY_HEADER = ("key", "count", "last", "min", "max")
+KEY_WIDTHS = (0, 0, VALUE_WIDTH, VALUE_WIDTH, 0)
+
+
+def key_table(keys: Iterable[KeyRow]) -> str:
     """Every key the run has written: (name, count, last, min, max) in order of first arrival."""
-    rows = [
-        (name, str(count), format_number(last), format_number(low), format_number(high))
-        for name, count, last, low, high in keys
-    ]
-    return aligned(
-        ("key", "count", "last", "min", "max"), rows, (0, 0, VALUE_WIDTH, VALUE_WIDTH, 0)
-    )
+    return aligned(KEY_HEADER, map(_key_cells, keys), KEY_WIDTHS)
+
+
+def runs_key_table(runs: Iterable[tuple[str, Iterable[KeyRow]]]) -> str:
+    """The key tables of several runs as one, a first column naming the run: (run, its key
+    rows) in the order the runs were named.
+
+    >>> print(runs_key_table([("run-3", [("loss", 2, 0.5, 0.5, 2.31)]), ("run-7", [])]), end="")
+    run    key   count  last     min      max
+    run-3  loss  2      0.5      0.5      2.31
+    """
+    rows = [(run, *_key_cells(key)) for run, keys in runs for key in keys]
+    return aligned(("run", *KEY_HEADER), rows, (0, *KEY_WIDTHS))
+
+
+def _key_cells(key: KeyRow) -> tuple[str, ...]:
+    name, count, last, low, high = key
+    return name, str(count), format_number(last), format_number(low), format_number(high)
 
 
 def runs_table(runs: Iterable[tuple[str, str, int | str, int, str | datetime]]) -> str:
@@ -147,8 +163,11 @@ def csv_lines(rows: Iterable[Sequence[str]]) -> Iterator[str]:
         buffer.truncate()
 
 
-def json_line(seq: int, data: dict) -> str:
-    return json.dumps({"seq": seq, "data": data}) + "\n"
+def json_line(seq: int, data: dict, run: str | None = None) -> str:
+    """A point of --json; of several runs, with the run it is a point of first."""
+    if run is None:
+        return json.dumps({"seq": seq, "data": data}) + "\n"
+    return json.dumps({"run": run, "seq": seq, "data": data}) + "\n"
 
 
 def every_key(written: Sequence[str], x: str | None) -> list[str]:
@@ -160,13 +179,25 @@ def header_line(x: str | None, keys: Sequence[str], sep: str) -> str:
     return "".join((csv_lines if sep == "," else tsv)([header(x, keys)]))
 
 
+def run_columns(runs: Iterable[tuple[str, Sequence[str]]]) -> list[str]:
+    """The columns of several runs joined: one a run and key, run by run.
+
+    >>> run_columns([("run-3", ["loss", "eval_loss"]), ("run-7", ["loss"])])
+    ['run-3.loss', 'run-3.eval_loss', 'run-7.loss']
+    """
+    return [f"{run}.{key}" for run, keys in runs for key in keys]
+
+
 class JsonLines:
     """--json: each point a line, its keys in the order the run first wrote them (on every
     database: PostgreSQL's jsonb keeps no order of its own). With keys, only those keys and
     x, for the points that carry one of the keys."""
 
-    def __init__(self, keys: Sequence[str], x: str | None, written: Sequence[str]):
+    def __init__(
+        self, keys: Sequence[str], x: str | None, written: Sequence[str], run: str | None = None
+    ):
         self.keys = list(keys)
+        self.run = run  # of several runs, each line names its run
         self.wanted = set(keys) | ({x} if x else set())
         self.rank = {name: i for i, name in enumerate(written)}
 
@@ -179,7 +210,7 @@ class JsonLines:
                 data = {k: v for k, v in data.items() if k in self.wanted}
                 if not any(k in data for k in self.keys):
                     continue
-            yield json_line(seq, {k: data[k] for k in sorted(data, key=self.order)})
+            yield json_line(seq, {k: data[k] for k in sorted(data, key=self.order)}, self.run)
 
 
 def missing_key(run: str, key: str, written: Sequence[str]) -> str:
@@ -201,12 +232,37 @@ def passed_over_note(key: str, count: int, x: str | None, at: Number | None) -> 
     return f"{key}: {count:,} {values} passed over as NaN or Infinity{where}"
 
 
+TELEMETRY = "telemetry: "
+
+
 def notices(
     drops: Iterable[tuple[str, int]],
     passed_over: Iterable[tuple[str, int, Number | None]],
     x: str | None,
+    run: str | None = None,
 ) -> str:
-    """What `div telemetry RUN` repeats on stderr: what was dropped, then what was passed over."""
-    lines = [notice(reason, count) for reason, count in drops]
-    lines += [f"telemetry: {passed_over_note(key, n, x, at)}" for key, n, at in passed_over]
-    return "".join(line + "\n" for line in lines)
+    """What `div telemetry RUN` repeats on stderr: what was dropped, then what was passed over.
+    Of several runs, each line names its run after "telemetry: ".
+
+    >>> print(notices([("not_json", 2)], [], None, run="run-3"), end="")
+    telemetry: run-3: dropped 2 lines that are not JSON; write one JSON object per line
+    """
+    lines = [notice(reason, count).removeprefix(TELEMETRY) for reason, count in drops]
+    lines += [passed_over_note(key, n, x, at) for key, n, at in passed_over]
+    where = TELEMETRY if run is None else f"{TELEMETRY}{run}: "
+    return "".join(f"{where}{line}\n" for line in lines)
+
+
+LEFT_OUT_NOTE = "telemetry: {run}: {count} {points} without {x} left out of the join"
+
+
+def left_out_note(run: str, count: int, x: str | None) -> str:
+    """What a run's points without x come to when runs are joined on x: nothing to join on.
+
+    >>> left_out_note("run-7", 3, "epoch")
+    'telemetry: run-7: 3 points without epoch left out of the join\\n'
+    """
+    if not count:
+        return ""
+    points = "point" if count == 1 else "points"
+    return LEFT_OUT_NOTE.format(run=run, count=f"{count:,}", points=points, x=x) + "\n"

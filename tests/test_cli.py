@@ -90,6 +90,31 @@ USAGE_ERRORS = [
         "div telemetry --help lists the options",
     ),
     (
+        ["telemetry", "run-1", "--csv", "--json"],
+        "div telemetry: --csv and --json are two forms of the points: name one of them; "
+        "div telemetry --help lists the options",
+    ),
+    (
+        ["telemetry", "run-1", "loss", "--x", ""],
+        "div telemetry: --x: name the key of the first column, like --x epoch; "
+        "div telemetry --help lists the options",
+    ),
+    (
+        ["telemetry", "run-1,,run-2", "loss"],
+        'div telemetry: RUN: "" is not a run\'s name, like run-7; '
+        "div telemetry --help lists the options",
+    ),
+    (
+        ["telemetry", "run-1,x"],
+        'div telemetry: RUN: "x" is not a run\'s name, like run-7; '
+        "div telemetry --help lists the options",
+    ),
+    (
+        ["telemetry", ",".join(map(str, range(1, 22)))],
+        "div telemetry: RUN: a comparison holds up to 20 runs; "
+        "div telemetry --help lists the options",
+    ),
+    (
         ["secrets", "set", "acme"],
         "div secrets set: NAME is missing; div secrets set --help lists the options",
     ),

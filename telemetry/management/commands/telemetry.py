@@ -1,4 +1,5 @@
-"""div telemetry: the runs, a run's keys, or its points, in the spec's formats."""
+"""div telemetry: the runs, a run's keys, or its points, in the spec's formats; of several
+runs, joined on x."""
 
 from __future__ import annotations
 
@@ -6,27 +7,52 @@ import sys
 
 import click
 
-from telemetry import queries, sources, tables
-from telemetry.commands import RUN, command
+from telemetry import reading, sources, tables
+from telemetry.commands import RUNS, command
 
 NEEDS_A_RUN = "name a run for --x, --csv, --json or --follow"
 FOLLOW_NEEDS_POINTS = (
     "--follow prints points as they arrive: name the keys to follow, or add --json"
 )
 X_NEEDS_KEYS = "--x picks the first column of points: name the keys too"
+ONE_FORM = "--csv and --json are two forms of the points: name one of them"
+NO_X = "name the key of the first column, like --x epoch"
+X = "The first column; step when the run writes one."
+CSV = "Commas, quoted where needed."
+JSON = '{"seq": 1, "data": {...}} a line.'
+HELP = """Prints the runs, a run's keys, or its points.
+
+Runs joined by commas (run-3,run-7; each once, up to 20) are printed together. Their points are
+one table: a column for each run and key (run-3.loss), the rows joined on x (--x, else step when
+every run wrote it, else seq) and sorted by it. A run with no point at an x has an empty cell
+there; a point without x is left out, counted on stderr. With no keys, the key table gets a
+first column, run. --json adds "run" to each point, run by run. -f follows every run until all
+have ended, printing a row once every run still going has passed its x."""
 
 
-@command(
-    writes=False,
-    short_help="Print the runs, a run's keys, or its points.",
-    help="Prints the runs, a run's keys, or its points.",
-)
-@click.argument("run", type=RUN, required=False)
+def one_form(ctx: click.Context, param: click.Parameter, given: bool) -> None:
+    """--csv and --json are one option, the form of the points: either, never both."""
+    if given:
+        if ctx.params.get("form", param.name) != param.name:
+            raise click.UsageError(ONE_FORM, ctx)
+        ctx.params["form"] = param.name
+    else:
+        ctx.params.setdefault("form", None)
+
+
+def a_key(ctx: click.Context, param: click.Parameter, key: str | None) -> str | None:
+    if key == "":
+        raise click.BadParameter(NO_X, ctx, param)
+    return key
+
+
+@command(writes=False, short_help="Print the runs, a run's keys, or its points.", help=HELP)
+@click.argument("run", type=RUNS, required=False)
 @click.argument("keys", nargs=-1)
-@click.option("--x", "x_key", metavar="KEY", help="The first column; step when the run writes one.")
-@click.option("--csv", "form", flag_value="csv", help="Commas, quoted where needed.")
-@click.option("--json", "form", flag_value="json", help='{"seq": 1, "data": {...}} a line.')
-@click.option("-f", "--follow", is_flag=True, help="Keep printing points until the run ends.")
+@click.option("--x", "x_key", metavar="KEY", callback=a_key, help=X)
+@click.option("--csv", is_flag=True, expose_value=False, callback=one_form, help=CSV)
+@click.option("--json", is_flag=True, expose_value=False, callback=one_form, help=JSON)
+@click.option("-f", "--follow", is_flag=True, help="Keep printing points until the runs end.")
 def command(run, keys, x_key, form, follow):
     source = sources.current()  # this machine's database, or the server's API
     if run is None:
@@ -34,43 +60,8 @@ def command(run, keys, x_key, form, follow):
             raise click.UsageError(NEEDS_A_RUN)
         sys.stdout.write(tables.runs_table(source.runs_listing()))
         return
-    points = bool(keys) or form is not None
-    if not points and (follow or x_key):
+    if not (keys or form) and (follow or x_key):
         raise click.UsageError(FOLLOW_NEEDS_POINTS if follow else X_NEEDS_KEYS)
-
-    report = source.report(run, x=x_key)
-    if not points:
-        sys.stdout.write(tables.key_table(report.key_rows))
-    else:
-        for key in [*([x_key] if x_key else []), *keys]:
-            if key not in report.written:
-                sys.stderr.write(tables.missing_key(report.run.name, key, report.written))
-        print_points(source, report, list(keys), form, follow)
-    sys.stderr.write(tables.notices(report.drops, report.passed_over, report.x))
-    sys.stderr.write(tables.state_notes(report.run.name, report.lost, report.unread))
-
-
-def print_points(source, report: queries.Report, keys: list[str], form: str | None, follow: bool):
-    x, out = report.x, sys.stdout
-    if form == "json":
-        render = tables.JsonLines(keys, x, report.written)
-
-        def read(after, upto):
-            return source.point_batches(report, after, upto)
-    else:
-        sep = "," if form == "csv" else "\t"
-        # With no keys asked for, the CSV is the whole run: every point is a row.
-        every, keys = not keys, keys or tables.every_key(report.written, x)
-        out.write(tables.header_line(x, keys, sep))
-
-        def render(batch):
-            return tables.series(batch, sep, every=every)
-
-        def read(after, upto):
-            return source.column_batches(report, x, keys, after, upto)
-
-    for after, upto in source.stretches(report, follow=follow):
-        for batch in read(after, upto):
-            out.writelines(render(batch))
-        if follow:
-            out.flush()
+    reading.telemetry(
+        source, run, keys, x=x_key, form=form, follow=follow, out=sys.stdout, err=sys.stderr
+    )
