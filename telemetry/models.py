@@ -124,6 +124,9 @@ class Run(models.Model):
     telemetry_head = models.CharField(max_length=64, blank=True)
     # Why the telemetry path cannot be read now ("is a directory"); empty when it can.
     telemetry_problem = models.CharField(max_length=200, blank=True)
+    # When the rotated file read before the current one was last written (ns since the epoch):
+    # rotated files beside the path written after it are yet to be read (tailing.Mark.after).
+    telemetry_after = models.BigIntegerField(default=0)
     # Which ingester holds the run, and until when: one process at a time per run.
     lease_owner = models.CharField(max_length=100, blank=True)
     lease_until = models.DateTimeField(null=True, blank=True)

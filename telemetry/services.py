@@ -607,6 +607,7 @@ def ingest_batch(
             "telemetry_inode": mark.inode,
             "telemetry_head": mark.head,
             "telemetry_problem": mark.problem,
+            "telemetry_after": mark.after,
         }
     if tally.sealing is None:
         tally.sealing = _sealing_load(run, tally.keys)

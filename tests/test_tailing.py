@@ -28,6 +28,7 @@ def test_the_examples_in_the_module_hold():
         (("8:1", HEAD, 25), Seen(inode="8:1", size=10), Verdict.TRUNCATED),
         (("8:1", HEAD, 25), Seen(inode="8:1", size=90, head="other"), Verdict.REWRITTEN),
         (("8:1", HEAD, 25), Seen(), Verdict.REPLACED),  # renamed away, nothing new yet
+        (("8:2", "", 0), Seen(), Verdict.REPLACED),  # a rotated file next, nothing at the path
         (("", "", 0), Seen(), Verdict.SAME),  # not written yet
         (("", "", 0), Seen(inode="8:1", size=25), Verdict.SAME),  # the first bytes
         (("", "", 25), Seen(inode="8:1", size=90), Verdict.SAME),  # read before marks were kept
@@ -57,6 +58,45 @@ def test_moving_on_to_a_new_file_is_one_line_saying_whether_the_old_ones_rest_wa
         "telemetry: telemetry.jsonl was truncated below byte 6,234; now reading telemetry.jsonl "
         "from its start (lines the old one had past byte 6,234, if any, were not read)\n"
     )
+
+    assert rotation_note(
+        Verdict.REPLACED,
+        name="telemetry.jsonl",
+        offset=6234,
+        previous="telemetry.jsonl.3",
+        following="telemetry.jsonl.1",
+        compressed=["telemetry.jsonl.2.gz"],
+    ) == (
+        "telemetry: telemetry.jsonl was rotated; read the rest of the old one (telemetry.jsonl.3); "
+        "telemetry.jsonl.2.gz is compressed and was not read; now reading telemetry.jsonl.1 from "
+        "its start\n"
+    )
+
+
+def test_rotated_files_are_read_oldest_first_by_when_they_were_last_written():
+    files = [
+        tailing.Rotated("telemetry.jsonl.1", "8:3", 300),
+        tailing.Rotated("telemetry.jsonl.3", "8:1", 100),
+        tailing.Rotated("telemetry.jsonl-20261130", "8:4", 400),
+        tailing.Rotated("telemetry.jsonl.2", "8:2", 100),  # in the same tick as .3: numbered
+    ]
+
+    everything = tailing.unread(files, than=tailing.written_after(0))
+    after_the_third = tailing.unread(files, than=tailing.order("telemetry.jsonl.3", 100))
+    after_a_gone_one = tailing.unread(files, than=tailing.written_after(100))
+
+    assert [f.name for f in everything] == [
+        "telemetry.jsonl.3",
+        "telemetry.jsonl.2",
+        "telemetry.jsonl.1",
+        "telemetry.jsonl-20261130",
+    ]
+    assert [f.inode for f in after_the_third] == ["8:2", "8:3", "8:4"]
+    assert [f.inode for f in after_a_gone_one] == ["8:3", "8:4"]
+    assert tailing.is_rotated("telemetry.jsonl.1", of="telemetry.jsonl")
+    assert not tailing.is_rotated("telemetry.jsonl", of="telemetry.jsonl")
+    assert not tailing.is_rotated("log", of="telemetry.jsonl")
+    assert tailing.Rotated("telemetry.jsonl.2.gz", "8:5", 1).compressed
 
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
