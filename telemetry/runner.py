@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import BinaryIO
 
@@ -39,6 +43,12 @@ END_STORED = "div: recorded how {run} ended"
 log = logging.getLogger("divergent.runner")
 
 _command: subprocess.Popen | None = None  # the command this process is running, if any
+PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # what a supervisor's command gets too
+PR_SET_PDEATHSIG = 1
+try:  # Linux's: a process is sent a signal when the thread that started it ends
+    _prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
+except (OSError, AttributeError):
+    _prctl = None
 
 
 def environment(name: str, telemetry_path: Path, secrets: dict[str, str]) -> dict[str, str]:
@@ -85,6 +95,7 @@ def execute(run: Run, command: list[str]) -> int:
         log_path=run.log_path,
         masker=Masker(secrets.values()),
         reread=lambda: services.masker_for(run.org_id),
+        started=heartbeat.running,
     )
     end(run, code)
     heartbeat.stop()
@@ -111,15 +122,38 @@ def run_attached(run: Run, out: logs.Printer, command: list[str]) -> int:
     supervising.start()
     # Waiting on the supervisor, not a clock: its end is noticed at once. An event, not
     # Thread.join: a join cut short by Ctrl-C leaves the thread abandoned at exit, and the
-    # run's end unrecorded. Ctrl-C stops the printing; the command had it too, and its end is
-    # recorded before div run exits (130).
-    try:
-        logs.follow(run, out, follow=True, wait=done.wait)
-    except KeyboardInterrupt:
+    # run's end unrecorded. Ctrl-C stops the printing and is passed on to the command (in a
+    # process group of its own, it is not in the terminal's), whose end is recorded before
+    # div run exits (130); SIGTERM and SIGHUP are passed on as div supervise does.
+    with passing_on_signals():
+        try:
+            logs.follow(run, out, follow=True, wait=done.wait)
+        except KeyboardInterrupt:
+            done.wait()
+            raise
         done.wait()
-        raise
-    done.wait()
     return ended.get("code", 1)
+
+
+@contextmanager
+def passing_on_signals():
+    """While an attached supervisor runs: the signals a terminal would have sent its command's
+    group go to that group too; Ctrl-C then also stops the printing (KeyboardInterrupt)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def pass_on(signum: int, frame) -> None:
+        forward(signum)
+        if signum == signal.SIGINT:
+            signal.default_int_handler(signum, frame)
+
+    before = {signum: signal.signal(signum, pass_on) for signum in PASSED_ON}
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
 
 
 def run_command(
@@ -130,10 +164,15 @@ def run_command(
     log_path: Path,
     masker: Masker,
     reread: Callable[[], Masker],
+    started: Callable[[int], None] | None = None,
 ) -> int:
     """Run the command to its end, its output masked into the log; its exit code (127 when it
     cannot start, 128 + N when signal N killed it, as a shell says). A local run's supervisor
-    and a remote one's both run it so."""
+    and a remote one's both run it so.
+
+    The command leads a process group of its own, so that what is left of it can be stopped
+    whole when its supervisor has gone (supervision.stop_command; started is told its pid),
+    and is killed at once when the thread that started it ends (its supervisor killed)."""
     global _command
     try:
         process = _command = subprocess.Popen(
@@ -143,14 +182,26 @@ def run_command(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
+            process_group=0,
+            preexec_fn=partial(_die_with, os.getpid()) if _prctl is not None else None,
         )
     except OSError as e:
         with open(log_path, "a", encoding="utf-8") as log:
             log.write(f"div: cannot start {masker.mask_args(command)[0]}: {e.strerror}\n")
         return 127
+    if started is not None:
+        started(process.pid)
     copy_output(log_path, process.stdout, masker, reread)
     code = process.wait()
     return 128 - code if code < 0 else code
+
+
+def _die_with(parent: int) -> None:
+    """In the command's process, before it starts: SIGKILL when the thread that started it
+    ends, and at once if its supervisor is already gone."""
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def copy_output(
@@ -212,10 +263,13 @@ def end(run: Run, code: int) -> None:
 
 
 def forward(signum: int, frame=None) -> None:
-    """A signal handler: pass a stop on to the run's command, whose end is then recorded as
-    any other (a run stopped by SIGTERM ends failed, with exit code 143)."""
+    """A signal handler: pass a stop on to the run's command and its process group, whose end
+    is then recorded as any other (a run stopped by SIGTERM ends failed, with exit code 143)."""
     if _command is not None and _command.poll() is None:
-        _command.send_signal(signum)
+        try:
+            os.killpg(_command.pid, signum)
+        except ProcessLookupError:
+            pass
 
 
 def _ingest(run_id: int, stop: threading.Event) -> None:

@@ -444,11 +444,24 @@ LOST_NOTE = (
 
 
 @transaction.atomic
-def run_heartbeat(*, run_id: int, host: str, pid: int) -> None:
-    """The supervisor says it is there. A lost run whose own supervisor speaks again goes on
-    running, its telemetry read again from where it was left."""
+def run_heartbeat(
+    *,
+    run_id: int,
+    host: str,
+    pid: int,
+    started: int | None = None,
+    command: tuple[int, int | None] | None = None,
+) -> None:
+    """The supervisor says it is there: its host, pid and start time, and once it runs, its
+    command's (pid, start time). A lost run whose own supervisor speaks again goes on running,
+    its telemetry read again from where it was left."""
+    said = {"command_pid": command[0], "command_started": command[1]} if command else {}
     Run.objects.filter(pk=run_id).update(
-        heartbeat=timezone.now(), supervisor_host=host, supervisor_pid=pid
+        heartbeat=timezone.now(),
+        supervisor_host=host,
+        supervisor_pid=pid,
+        supervisor_started=started,
+        **said,
     )
     back = Run.objects.filter(
         pk=run_id, status=Run.Status.LOST, supervisor_host=host, supervisor_pid=pid

@@ -67,7 +67,7 @@ def popen(div, *args: str, **env: str) -> subprocess.Popen:
 
 
 def kill_command(run: Run) -> None:
-    """The command outlives a supervisor killed with SIGKILL: the test stops it itself."""
+    """Whatever of the command a test left running, stopped."""
     try:
         os.kill(int((run.files_path / "pid").read_text()), signal.SIGKILL)
     except (OSError, ValueError):
@@ -81,9 +81,11 @@ def test_a_detached_run_whose_supervisor_is_killed_ends_lost_and_followers_retur
     supervisor = supervisor_of(name)
     log_follower = popen(div, "log", name, "-f")
     try:
-        os.kill(supervisor, signal.SIGKILL)
-        (run.files_path / "go").touch()  # two more lines, that no ingester is there to read
+        # Stopped first: two more lines, that its ingester is not there to read, then killed.
+        os.kill(supervisor, signal.SIGSTOP)
+        (run.files_path / "go").touch()
         wait_for(lambda: run.telemetry_path.read_text().count("\n") == 4, what="4 lines")
+        os.kill(supervisor, signal.SIGKILL)
 
         started = time.monotonic()
         followed = div("telemetry", name, "loss", "-f", timeout=30)
@@ -129,6 +131,125 @@ def test_an_attached_div_run_killed_ends_lost_under_div_ingest(div, project):
     assert run.ended is not None
     assert took < 30
     print(f"\nlost and closed {took:.1f} s after div run was killed")
+
+
+# Writes a point every 0.1 s for 10 s, and nothing to its log; its pid in a file.
+QUIET = textwrap.dedent(
+    """\
+    import json, os, time
+    open("pid", "w").write(str(os.getpid()))
+    path = os.environ["DIVERGENT_TELEMETRY_PATH"]
+    for step in range(1, 101):
+        with open(path, "a") as f:
+            f.write(json.dumps({"step": step}) + "\\n")
+        time.sleep(0.1)
+    """
+)
+
+
+def running(pid: int) -> bool:
+    """Whether a process is there and not a zombie (killed, waiting to be reaped)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()[0]
+    except OSError:
+        return False
+    return state not in (b"Z", b"X")
+
+
+def supervised(run_pk: int) -> Run:
+    """The run once its supervisor has said who it is."""
+    return wait_for(
+        lambda: Run.objects.filter(pk=run_pk, supervisor_pid__isnull=False).first(),
+        30,
+        "the supervisor's first heartbeat",
+    )
+
+
+def writer_of(run: Run) -> int:
+    return int(
+        wait_for(
+            lambda: (run.files_path / "pid").exists() and (run.files_path / "pid").read_text(),
+            what="the pid",
+        )
+    )
+
+
+def stop(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def test_a_pid_given_to_another_process_does_not_keep_a_lost_run_running(div, project):
+    name = div("run", str(project), "--detach", "--", sys.executable, "paced.py").stdout.strip()
+    run = wait_for(lambda: Run.objects.filter(points=2).first(), 30, "two points")
+    run = supervised(run.pk)
+    os.kill(run.supervisor_pid, signal.SIGKILL)
+    # The supervisor's pid, given since to another process of this machine.
+    other = subprocess.Popen(["sleep", "1000"])
+    try:
+        Run.objects.filter(pk=run.pk).update(
+            supervisor_pid=other.pid, heartbeat=timezone.now() - timedelta(minutes=10)
+        )
+        followed = div("telemetry", name, "loss", "-f", timeout=20)
+    finally:
+        other.kill()
+        other.wait()
+        kill_command(run)
+
+    assert followed.returncode == 0, followed.stderr
+    assert followed.stderr == (
+        f"telemetry: {name} was lost: its supervisor went without recording how the command "
+        "ended; what it wrote until then is all here\n"
+    )
+    run.refresh_from_db()
+    assert (run.status, run.telemetry_closed) == ("lost", True)
+
+
+@pytest.fixture
+def quiet(tmp_path) -> Path:
+    folder = tmp_path / "quiet"
+    folder.mkdir()
+    (folder / "quiet.py").write_text(QUIET)
+    return folder
+
+
+def test_a_lost_runs_command_is_stopped_before_its_telemetry_is_closed(div, quiet):
+    """Its writer a child of a shell: only its process group tells it is the run's."""
+    launched = div(
+        "run", str(quiet), "--detach", "--", "sh", "-c", f"{sys.executable} quiet.py; exit 0"
+    )
+    name = launched.stdout.strip()
+    run = wait_for(lambda: Run.objects.filter(points__gte=5).first(), 30, "five points")
+    run = supervised(run.pk)
+    writer = writer_of(run)
+    try:
+        os.kill(run.supervisor_pid, signal.SIGKILL)
+        followed = div("telemetry", name, "--json", "-f", timeout=30)
+        still_running = running(writer)
+    finally:
+        stop(writer)
+
+    assert followed.returncode == 0, followed.stderr
+    assert not still_running, "the command went on writing after its run was lost and closed"
+    run.refresh_from_db()
+    written = run.telemetry_path.read_text().count("\n")
+    assert written < 100
+    assert (run.status, run.telemetry_closed, run.points) == ("lost", True, written)
+    assert followed.stdout.count("\n") == written
+    assert followed.stderr.endswith("what it wrote until then is all here\n")
+
+
+def test_a_supervisor_killed_takes_its_command_with_it_with_no_one_else_looking(div, quiet):
+    div("run", str(quiet), "--detach", "--", sys.executable, "quiet.py")
+    run = supervised(wait_for(lambda: Run.objects.first(), what="the run").pk)
+    writer = writer_of(run)
+    try:
+        os.kill(run.supervisor_pid, signal.SIGKILL)
+        wait_for(lambda: not running(writer), 5, "the command to end with its supervisor")
+    finally:
+        stop(writer)
 
 
 def hold_the_write_lock() -> subprocess.Popen:

@@ -104,8 +104,15 @@ BOOTED = NOW - timedelta(days=3)
 
 
 def alive_here(pids):
-    """A process table of this machine ("here"): pids alive; other hosts cannot be told."""
-    return lambda host, pid: (pid in pids) if host == "here" else None
+    """A process table of this machine ("here"): pid -> when it started; other hosts cannot
+    be told."""
+
+    def alive(host, pid, started):
+        if host != "here":
+            return None
+        return pid in pids and started in (None, pids[pid])
+
+    return alive
 
 
 @pytest.mark.parametrize(
@@ -115,6 +122,8 @@ def alive_here(pids):
         (NOW - timedelta(seconds=2), "here", 8, NOW, True),  # its pid is not alive: at once
         # Alive but silent: waiting on a locked database to record how the run ended.
         (NOW - timedelta(minutes=10), "here", 7, NOW, False),
+        # Its pid given again, to a process that started at another time.
+        (NOW - timedelta(minutes=10), "here", 9, NOW, True),
         (BOOTED - timedelta(seconds=1), "here", 7, NOW, True),  # the machine restarted since
         (NOW - timedelta(seconds=20), "gpu-7", 7, NOW, False),
         (NOW - LOST_AFTER - timedelta(seconds=1), "gpu-7", 7, NOW, True),
@@ -130,9 +139,10 @@ def test_a_supervisor_is_gone_when_its_pid_is_or_else_when_its_heartbeat_is_sile
             heartbeat=heartbeat,
             host=host,
             pid=pid,
+            started={7: 1200, 8: 1200, 9: 1200}.get(pid),
             created=created,
             now=NOW,
-            alive=alive_here({7}),
+            alive=alive_here({7: 1200, 9: 98_765}),
             booted=BOOTED,
         )
         is is_gone
