@@ -22,7 +22,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
-from django.db import DatabaseError, close_old_connections
+from django.db import DatabaseError, close_old_connections, connection
 from django.db.models import Q
 from django.utils import timezone
 
@@ -556,6 +556,15 @@ class Follower:
         self.ingester: Ingester | None = None
 
     def step(self) -> None:
+        """One look; a database out of reach (restarted, failed over) is looked at again at
+        the next, on a new connection: what follows goes on."""
+        try:
+            self._step()
+        except DatabaseError as e:
+            log.debug("following %s waits for the database: %s", self.run, e)
+            connection.close()
+
+    def _step(self) -> None:
         self.run.refresh_from_db(fields=[*supervision.CHECKED[1:], "points"])  # as judged
         if self.run.is_live and time.monotonic() - self.looked >= REAP_SECONDS:
             self.looked = time.monotonic()

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, connection
+from django.db import DatabaseError, InterfaceError, OperationalError, connection
 
 from telemetry import logs, services, supervision
 from telemetry.encryption import SecretsKeyError
@@ -211,11 +211,13 @@ def copy_output(
     goes out at once, but for the possible start of a secret (see StreamMasker).
 
     The org's secrets are read again (reread) every SECRETS_TTL seconds, as the ingester reads
-    them, so a secret set while the run goes on is masked here as soon as in its telemetry.
+    them, so a secret set while the run goes on is masked here as soon as in its telemetry. A
+    database out of reach then (restarted, failed over) keeps the secrets read before, and is
+    tried again at the next interval on a new connection: the command and its log go on.
     """
     stream = StreamMasker(masker)
     read_at, unreadable = time.monotonic(), False
-    with open(log_path, "ab", buffering=0) as log:
+    with open(log_path, "ab", buffering=0) as written:
         while data := output.read1(READ_BYTES):
             if time.monotonic() - read_at > SECRETS_TTL:
                 read_at = time.monotonic()
@@ -224,10 +226,13 @@ def copy_output(
                 except SecretsKeyError as e:
                     # The secrets read before are still masked; new ones cannot be read.
                     if not unreadable:
-                        log.write(f"div: {e}\n".encode())
+                        written.write(f"div: {e}\n".encode())
                     unreadable = True
-            log.write(stream.feed(data))
-        log.write(stream.flush())
+                except DatabaseError as e:
+                    log.debug("the secrets of the log wait for the database: %s", e)
+                    connection.close()
+            written.write(stream.feed(data))
+        written.write(stream.flush())
 
 
 def read_command(stream: BinaryIO) -> list[str]:

@@ -309,6 +309,52 @@ def test_ending_a_run_waits_out_a_database_locked_past_its_timeout(div, project)
     assert Run.objects.get().points == 4
 
 
+# Says a tick and writes a point every 0.5 s for 8 s.
+TICKS = textwrap.dedent(
+    """\
+    import json, os, time
+    for step in range(1, 17):
+        print(f"tick {step}", flush=True)
+        with open(os.environ["DIVERGENT_TELEMETRY_PATH"], "a") as f:
+            f.write(json.dumps({"step": step}) + "\\n")
+        time.sleep(0.5)
+    """
+)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's pg_terminate_backend")
+def test_a_database_that_drops_every_connection_mid_run_stops_neither_the_command_nor_its_log(
+    div, project
+):
+    (project / "ticks.py").write_text(TICKS)
+    launched = popen(div, "run", str(project), "--", sys.executable, "ticks.py")
+    try:
+        run = wait_for(lambda: Run.objects.first(), what="the run")
+        wait_for(lambda: "tick 4\n" in run.log_path.read_text(), 30, "four ticks")
+        # As a restarted or failed-over database does, before the log's secrets are read again.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        out, err = launched.communicate(timeout=60)
+    finally:
+        launched.kill()
+
+    assert launched.returncode == 0, err
+    # At most the ingester's one line that it waits (the first query to meet the dropped
+    # connection may be any of a pass's), never a traceback.
+    said = ("ingesting paused: the database refused (", f"ingesting {run.name} failed (")
+    assert all(line.startswith(said) for line in err.splitlines()), err
+    assert [line for line in out.splitlines() if line.startswith("tick")] == [
+        f"tick {step}" for step in range(1, 17)
+    ]
+    run.refresh_from_db()
+    assert (run.status, run.exit_code) == ("succeeded", 0)
+    wait_for(lambda: Run.objects.get().telemetry_closed, 30, "the telemetry to close")
+    assert Run.objects.get().points == 16
+
+
 def test_a_run_of_another_machine_silent_past_30_s_is_lost_and_back_when_heard_again(
     home, transactional_db
 ):
