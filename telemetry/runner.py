@@ -51,8 +51,32 @@ except (OSError, AttributeError):
     _prctl = None
 
 
+# div's own settings, which its runs' commands are never given: the server's keys and
+# addresses (SECRET_KEY forges sessions, DIVERGENT_SECRETS_KEY opens a dump of the secrets,
+# DATABASE_URL carries a password, DIVERGENT_TOKEN is a GPU machine's API token), which a
+# command printing its environment would put in a log every member of its org reads. Every
+# variable named DIVERGENT_..., but those a run is given (environment()), and these:
+OWN_SETTINGS = frozenset(
+    {
+        "SECRET_KEY",
+        "DATABASE_URL",
+        "REDIS_URL",
+        "ALLOWED_HOSTS",
+        "SECURE_PROXY_SSL_HEADER",
+        "DJANGO_SETTINGS_MODULE",
+    }
+)
+OWN_PREFIX = "DIVERGENT_"
+
+
 def environment(name: str, telemetry_path: Path, secrets: dict[str, str]) -> dict[str, str]:
-    env = dict(os.environ)
+    """The command's environment: this process's, less div's own settings, with the org's
+    secrets, the telemetry path and the run's name."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in OWN_SETTINGS and not key.startswith(OWN_PREFIX)
+    }
     env.update(secrets)
     env["DIVERGENT_TELEMETRY_PATH"] = str(telemetry_path)
     env["DIVERGENT_RUN"] = name
