@@ -209,15 +209,25 @@ def run_command(
             process_group=0,
             preexec_fn=partial(_die_with, os.getpid()) if _prctl is not None else None,
         )
-    except OSError as e:
+    except (OSError, ValueError) as e:
+        why = e.strerror if isinstance(e, OSError) else _no_environment(env) or str(e)
         with open(log_path, "a", encoding="utf-8") as log:
-            log.write(f"div: cannot start {masker.mask_args(command)[0]}: {e.strerror}\n")
+            log.write(f"div: cannot start {masker.mask_args(command)[0]}: {why}\n")
         return 127
     if started is not None:
         started(process.pid)
     copy_output(log_path, process.stdout, masker, reread)
     code = process.wait()
     return 128 - code if code < 0 else code
+
+
+def _no_environment(env: dict[str, str]) -> str:
+    """Why no process can be given env, when it holds a name no environment can carry (an
+    org's secret stored before names were checked everywhere); empty otherwise."""
+    for name in env:
+        if not name or "=" in name or "\0" in name:
+            return services.BAD_SECRET_NAME.format(name=name)
+    return ""
 
 
 def _die_with(parent: int) -> None:

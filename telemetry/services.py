@@ -532,12 +532,19 @@ def secret_set(*, org: Org, name: str, value: str) -> None:
     Secret.objects.update_or_create(org=org, name=name, defaults={"sealed": sealed})
 
 
+def secret_name_check(*, name: str) -> str:
+    """The name, when a run's environment can carry it; Refused saying why otherwise. Asked by
+    `div secrets set` and the admin alike."""
+    if not SECRET_NAME.fullmatch(name):
+        raise Refused(BAD_SECRET_NAME.format(name=name))
+    return name
+
+
 @transaction.atomic
 def secret_put(*, org: str, name: str, value: str) -> None:
     """`div secrets set`: a secret by its org's name (made if new), once name and value are
     ones a run's environment can carry."""
-    if not SECRET_NAME.fullmatch(name):
-        raise Refused(BAD_SECRET_NAME.format(name=name))
+    secret_name_check(name=name)
     if not value:
         raise Refused(NO_SECRET_VALUE)
     secret_set(org=org_get_or_create(name=org), name=name, value=value)

@@ -327,3 +327,21 @@ def test_a_gpu_machines_command_is_given_neither_its_token_nor_divs_settings(rem
 
     assert made.returncode == 0, made.stderr
     assert made.stdout.partition("\n")[2] == GIVEN
+
+
+def test_a_secret_whose_name_no_environment_can_carry_ends_the_run_with_127_in_one_line(
+    div, project
+):
+    # As the admin stored one before it asked the rule `div secrets set` asks.
+    services.secret_set(org=services.org_get_or_create(), name="A=B", value=SECRET)
+
+    launched = div("run", str(project), "--", sys.executable, "w.py", timeout=30)
+
+    said = f"div: cannot start {sys.executable}: A=B cannot be an environment variable; "
+    said += "use letters, digits and _, like HF_TOKEN\n"
+    assert launched.returncode == 127, launched.stderr
+    run = Run.objects.get()
+    assert launched.stdout == f"{run.name}\n{said}"
+    assert launched.stderr == ""
+    assert log_of(run) == said
+    assert (run.status, run.exit_code) == ("failed", 127)
