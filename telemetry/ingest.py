@@ -430,8 +430,8 @@ class TelemetryFile:
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
         except FileNotFoundError:
             return cls(path)  # not written yet (or a link to nothing yet)
-        except OSError as e:
-            return cls(path, problem=(e.strerror or str(e)).lower())
+        except OSError as e:  # said after "it", as the other problems are: "it is a FIFO"
+            return cls(path, problem=f"cannot be opened ({(e.strerror or str(e)).lower()})")
         kind = _not_a_file(os.fstat(fd).st_mode)
         if kind:  # it changed between the look and the open
             os.close(fd)

@@ -55,7 +55,9 @@ class Mark:
 class Seen:
     """What is at the telemetry path now."""
 
-    problem: str = ""  # why it cannot be read ("is a directory"); empty when it can
+    # Why it cannot be read, said after "it" ("is a directory", "cannot be opened (permission
+    # denied)"); empty when it can.
+    problem: str = ""
     inode: str = ""  # "device:inode"; empty when there is no file there
     size: int = 0
     head: str = ""  # fingerprint of its first head_length(offset) bytes, when it has them

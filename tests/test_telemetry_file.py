@@ -459,17 +459,34 @@ def test_a_path_that_becomes_readable_again_is_read_and_a_new_problem_noted_agai
     assert Drop.objects.get(run=telemetry.run).count == 2
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file of mode 000")
-def test_a_file_without_read_permission_is_noted_and_counted(make_run):
-    telemetry = make_run()
-    write(telemetry.run.telemetry_path, 1, 3)
-    telemetry.run.telemetry_path.chmod(0)
+# Root reads a file of mode 000: as root, the ingester runs without the capabilities to.
+NOT_ROOT = ["setpriv", "--bounding-set=-all", "--inh-caps=-all"] if os.geteuid() == 0 else []
 
-    telemetry.finish()
 
-    assert log_lines(telemetry.run, "telemetry:") == [
-        "telemetry: cannot read telemetry.jsonl: it permission denied; ..."
+@pytest.mark.skipif(bool(NOT_ROOT) and not shutil.which("setpriv"), reason="no setpriv")
+def test_a_file_without_read_permission_is_noted_and_counted(div, home):
+    run = services.run_create(org=services.org_get_or_create(), command=["train"])
+    write(run.telemetry_path, 1, 3)
+    run.telemetry_path.chmod(0)
+    services.run_finish(run=run, exit_code=0)
+
+    ingested = subprocess.run(
+        [*NOT_ROOT, sys.executable, "-m", "divergent", "ingest", "--once"],
+        env=div.env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert (ingested.returncode, ingested.stderr) == (0, "")
+    run.refresh_from_db()
+    assert (run.telemetry_closed, run.points) == (True, 0)
+    assert log_lines(run, "telemetry:") == [
+        "telemetry: cannot read telemetry.jsonl: it cannot be opened (permission denied); "
+        "DIVERGENT_TELEMETRY_PATH must be a regular file in the run's folder"
     ]
+    assert div("telemetry", run.name).stderr == NOTICE + "\n"
 
 
 def test_a_run_that_makes_its_telemetry_path_a_directory_ends_and_div_telemetry_counts_it(
