@@ -120,6 +120,7 @@ def execute(run: Run, command: list[str]) -> int:
         masker=Masker(secrets.values()),
         reread=lambda: services.masker_for(run.org_id),
         started=heartbeat.running,
+        own_group=True,
     )
     end(run, code)
     heartbeat.stop()
@@ -189,14 +190,16 @@ def run_command(
     masker: Masker,
     reread: Callable[[], Masker],
     started: Callable[[int], None] | None = None,
+    own_group: bool = False,
 ) -> int:
     """Run the command to its end, its output masked into the log; its exit code (127 when it
     cannot start, 128 + N when signal N killed it, as a shell says). A local run's supervisor
     and a remote one's both run it so.
 
-    The command leads a process group of its own, so that what is left of it can be stopped
-    whole when its supervisor has gone (supervision.stop_command; started is told its pid),
-    and is killed at once when the thread that started it ends (its supervisor killed)."""
+    The command is killed at once when the thread that started it ends (its supervisor
+    killed). A local run's (own_group) leads a process group of its own, so that what is left
+    of it can be stopped whole when its supervisor has gone (supervision.stop_command; started
+    is told its pid); a GPU machine's stays in the terminal's, since nothing there stops it."""
     global _command
     try:
         process = _command = subprocess.Popen(
@@ -206,7 +209,7 @@ def run_command(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            process_group=0,
+            process_group=0 if own_group else None,
             preexec_fn=partial(_die_with, os.getpid()) if _prctl is not None else None,
         )
     except (OSError, ValueError) as e:
@@ -306,7 +309,10 @@ def forward(signum: int, frame=None) -> None:
     is then recorded as any other (a run stopped by SIGTERM ends failed, with exit code 143)."""
     if _command is not None and _command.poll() is None:
         try:
-            os.killpg(_command.pid, signum)
+            if os.getpgid(_command.pid) == _command.pid:  # its own group, not this one's
+                os.killpg(_command.pid, signum)
+            else:
+                _command.send_signal(signum)
         except ProcessLookupError:
             pass
 
