@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET
 
 from telemetry import queries, services
 from telemetry.encryption import SecretsKeyError
+from telemetry.errors import Refused
 from telemetry.models import Drop, Key, Layout, Membership, Org, Run, Secret, Token
 
 POINTS_A_PAGE = 100
@@ -71,6 +72,12 @@ class SecretForm(forms.ModelForm):
     class Meta:
         model = Secret
         fields = ["org", "name"]
+
+    def clean_name(self) -> str:
+        try:
+            return services.secret_name_check(name=self.cleaned_data["name"])
+        except Refused as e:
+            raise forms.ValidationError(str(e)) from None
 
     def clean_value(self) -> str:
         try:

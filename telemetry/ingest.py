@@ -8,6 +8,7 @@ the file offset it reached, so a killed ingester resumes where it stopped.
 from __future__ import annotations
 
 import fcntl
+import itertools
 import logging
 import os
 import socket
@@ -16,11 +17,12 @@ import threading
 import time
 import uuid
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
-from django.db import DatabaseError, close_old_connections
+from django.db import DatabaseError, close_old_connections, connection
 from django.db.models import Q
 from django.utils import timezone
 
@@ -189,14 +191,25 @@ class Ingester:
             if verdict is Verdict.UNREADABLE:
                 return self.unreadable(run, seen.problem, ended)
             if verdict is Verdict.SAME:
+                if tailing.first_look(inode=run.telemetry_inode, offset=run.offset):
+                    older = _beside(run, current, None, tailing.written_after(run.telemetry_after))
+                    if older:  # rotated before the first look: the oldest is read first
+                        return self.move_on(run, None, older, current, verdict=None, ended=ended)
                 return self.read(run, current, ended, last=True)
-            return self.rotated(run, verdict, seen, ended)
+            return self.rotated(run, verdict, current, ended)
 
-    def read(self, run: Run, source: TelemetryFile, ended: bool, *, last: bool) -> bool:
-        """Read on from the run's offset in source; the run's file (last) or an older one."""
+    def read(
+        self, run: Run, source: TelemetryFile, ended: bool, *, last: bool, done: bool = False
+    ) -> bool:
+        """Read on from the run's offset in source: the run's file (last), or a rotated one,
+        which is complete at its end once the run has ended or its writer has gone on (done)."""
         tally = self.tallies[run.pk]
         offset, in_long_line, size = run.offset, run.in_long_line, source.size
-        mark = Mark(inode=source.inode or run.telemetry_inode, head=run.telemetry_head)
+        mark = Mark(
+            inode=source.inode or run.telemetry_inode,
+            head=run.telemetry_head,
+            after=run.telemetry_after,
+        )
         if offset >= size:
             if ended and last:
                 services.ingest_batch(
@@ -222,7 +235,7 @@ class Ingester:
                 run=run, tally=tally, offset=len(BOM), in_long_line=False, close=False, mark=mark
             )
             return True
-        complete = ended and offset + len(chunk) >= size
+        complete = (ended or done) and offset + len(chunk) >= size
         lines, consumed, in_long_line = split_chunk(
             chunk, complete=complete, in_long_line=in_long_line
         )
@@ -235,7 +248,7 @@ class Ingester:
             tally.add(masker.read_line(raw))
         offset += consumed
         if not mark.head or tailing.head_length(offset) > tailing.head_length(run.offset):
-            mark = Mark(inode=mark.inode, head=source.head(offset))
+            mark = replace(mark, head=source.head(offset))
         close = last and complete and offset >= size
         services.ingest_batch(
             run=run, tally=tally, offset=offset, in_long_line=in_long_line, close=close, mark=mark
@@ -244,29 +257,88 @@ class Ingester:
             self.forget(run.pk)
         return True
 
-    def rotated(self, run: Run, verdict: Verdict, seen: tailing.Seen, ended: bool) -> bool:
-        """Another file at the path, or the same one cut short: read the rest of the old one
-        first when it is found beside it (renamed, or copied), then the new one from its start.
-        Each step is stored with its offset, so a killed ingester resumes at the same place."""
+    def rotated(self, run: Run, verdict: Verdict, current: TelemetryFile, ended: bool) -> bool:
+        """Another file at the path, or the same one cut short, or a rotated file being read:
+        read the rest of the old one first when it is found beside it (renamed, or copied),
+        then each rotated file written after it, oldest first, then the path's file from its
+        start. Each step is stored with its offset, so a killed ingester resumes at the same
+        place."""
         with TelemetryFile.previous(run) as previous:
-            if previous is not None and previous.size > run.offset:
-                return self.read(run, previous, ended, last=False)
-            if verdict is Verdict.REPLACED and previous is not None and not ended and not seen.size:
-                return False  # nothing in the new file yet: a writer may still append to the old
-            note = tailing.rotation_note(
-                verdict,
-                name=run.telemetry_path.name,
-                offset=run.offset,
-                previous=previous.name if previous is not None else None,
+            than = (
+                previous.order
+                if previous is not None
+                else tailing.written_after(run.telemetry_after)
             )
+            newer = _beside(run, current, previous, than)
+            # A newer file with something in it: the writer has gone on, and the old one is done.
+            gone_on = ended or bool(newer) or current.size > 0
+            if previous is not None and previous.size > run.offset:
+                return self.read(run, previous, ended, last=False, done=gone_on)
+            if previous is not None and not gone_on:
+                return False  # nothing in the new file yet: a writer may still append to the old
+            return self.move_on(run, previous, newer, current, verdict=verdict, ended=ended)
+
+    def move_on(
+        self,
+        run: Run,
+        previous: TelemetryFile | None,
+        newer: list[tailing.Rotated],
+        current: TelemetryFile,
+        *,
+        verdict: Verdict | None,
+        ended: bool,
+    ) -> bool:
+        """From the file read to its end (previous; None when it has gone, or at the first
+        look) on to the next: the oldest newer rotated file, or the path's file. A file that
+        cannot be read (gone, compressed) is said in the one note and counted."""
+        compressed = list(itertools.takewhile(lambda f: f.compressed, newer))
+        following = newer[len(compressed)] if len(newer) > len(compressed) else None
+        if following is None and not current.inode and not ended:
+            return False  # nothing at the path yet to go on to
+        tally = self.tallies[run.pk]
+        for _ in compressed:
+            tally.drop(Reason.ROTATED_AWAY, mention=False)
+        if previous is None and verdict is not None:
+            tally.drop(Reason.ROTATED_AWAY, mention=False)
+        notes = []
+        if verdict is not None or compressed:
+            notes.append(
+                tailing.rotation_note(
+                    verdict,
+                    name=run.telemetry_path.name,
+                    offset=run.offset,
+                    previous=previous.name if previous is not None else None,
+                    following=following.name if following is not None else None,
+                    compressed=[f.name for f in compressed],
+                )
+            )
+        after = max(
+            [previous.mtime_ns if previous is not None else run.telemetry_after]
+            + [f.mtime_ns for f in compressed]
+        )
+        if following is None and not current.inode:
+            # The run has ended with nothing at the path: what was read is all there is.
+            mark = Mark(inode=run.telemetry_inode, head=run.telemetry_head, after=after)
+            services.ingest_batch(
+                run=run,
+                tally=tally,
+                offset=run.offset,
+                in_long_line=False,
+                close=True,
+                mark=mark,
+                notes=notes,
+            )
+            self.forget(run.pk)
+            return True
+        inode = following.inode if following is not None else current.inode
         services.ingest_batch(
             run=run,
-            tally=self.tallies[run.pk],
+            tally=tally,
             offset=0,
             in_long_line=False,
             close=False,
-            mark=Mark(inode=seen.inode),
-            notes=[note],
+            mark=Mark(inode=inode, after=after),
+            notes=notes,
         )
         return True
 
@@ -286,7 +358,12 @@ class Ingester:
             offset=run.offset,
             in_long_line=run.in_long_line,
             close=ended,
-            mark=Mark(inode=run.telemetry_inode, head=run.telemetry_head, problem=problem),
+            mark=Mark(
+                inode=run.telemetry_inode,
+                head=run.telemetry_head,
+                problem=problem,
+                after=run.telemetry_after,
+            ),
             notes=notes,
         )
         if ended:
@@ -324,7 +401,11 @@ class TelemetryFile:
         info = os.fstat(fd) if fd is not None else None
         self.inode = f"{info.st_dev}:{info.st_ino}" if info else ""
         self.size = info.st_size if info else 0
-        self.mtime = info.st_mtime if info else 0.0
+        self.mtime_ns = info.st_mtime_ns if info else 0
+
+    @property
+    def order(self) -> tuple[int, float, str]:
+        return tailing.order(self.name, self.mtime_ns)
 
     @classmethod
     @contextmanager
@@ -349,8 +430,8 @@ class TelemetryFile:
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
         except FileNotFoundError:
             return cls(path)  # not written yet (or a link to nothing yet)
-        except OSError as e:
-            return cls(path, problem=(e.strerror or str(e)).lower())
+        except OSError as e:  # said after "it", as the other problems are: "it is a FIFO"
+            return cls(path, problem=f"cannot be opened ({(e.strerror or str(e)).lower()})")
         kind = _not_a_file(os.fstat(fd).st_mode)
         if kind:  # it changed between the look and the open
             os.close(fd)
@@ -401,7 +482,7 @@ class TelemetryFile:
                 os.close(candidate.fd)
         if not same_head:
             return None
-        same_head.sort(key=lambda f: f.mtime)
+        same_head.sort(key=lambda f: f.mtime_ns)
         for other in same_head[:-1]:
             os.close(other.fd)
         return same_head[-1]
@@ -419,6 +500,32 @@ class TelemetryFile:
 
     def read(self, offset: int, size: int) -> bytes:
         return os.pread(self.fd, size, offset)
+
+
+def _beside(
+    run: Run,
+    current: TelemetryFile,
+    previous: TelemetryFile | None,
+    than: tuple[int, float, str],
+) -> list[tailing.Rotated]:
+    """The rotated files beside the run's path newer than `than`, oldest first: neither the
+    path's file nor the one read last."""
+    name = run.telemetry_path.name
+    known = {current.inode, previous.inode if previous is not None else ""}
+    try:
+        names = [n for n in os.listdir(run.folder) if tailing.is_rotated(n, of=name)]
+    except OSError:
+        return []
+    found = []
+    for other in names:
+        try:
+            info = os.lstat(run.folder / other)
+        except OSError:
+            continue
+        inode = f"{info.st_dev}:{info.st_ino}"
+        if stat.S_ISREG(info.st_mode) and inode not in known:
+            found.append(tailing.Rotated(other, inode, info.st_mtime_ns))
+    return tailing.unread(found, than=than)
 
 
 def _not_a_file(mode: int) -> str:
@@ -449,6 +556,15 @@ class Follower:
         self.ingester: Ingester | None = None
 
     def step(self) -> None:
+        """One look; a database out of reach (restarted, failed over) is looked at again at
+        the next, on a new connection: what follows goes on."""
+        try:
+            self._step()
+        except DatabaseError as e:
+            log.debug("following %s waits for the database: %s", self.run, e)
+            connection.close()
+
+    def _step(self) -> None:
         self.run.refresh_from_db(fields=[*supervision.CHECKED[1:], "points"])  # as judged
         if self.run.is_live and time.monotonic() - self.looked >= REAP_SECONDS:
             self.looked = time.monotonic()

@@ -49,6 +49,9 @@ class Reason(enum.StrEnum):
     # Not a line: the telemetry path could not be read (a directory, a FIFO, a link out of the
     # run's folder, no permission), counted once each time it becomes so.
     UNREADABLE = "unreadable"
+    # Not a line: a rotated file was gone (deleted, compressed, moved away) before the ingester
+    # read it to its end, counted once a file; whatever it held past the offset is unread.
+    ROTATED_AWAY = "rotated_away"
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,11 @@ NOTICES = {
         "could not read the telemetry file",
         "could not read the telemetry file {n} times",
         "make DIVERGENT_TELEMETRY_PATH a regular file in the run's folder",
+    ),
+    Reason.ROTATED_AWAY: Notice(
+        "lost what was unread of a rotated telemetry file",
+        "lost what was unread of {n} rotated telemetry files",
+        "keep rotated files beside it, uncompressed, until they are read",
     ),
 }
 

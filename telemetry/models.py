@@ -118,12 +118,22 @@ class Run(models.Model):
     heartbeat = models.DateTimeField(null=True, blank=True)
     supervisor_host = models.CharField(max_length=255, blank=True)
     supervisor_pid = models.IntegerField(null=True, blank=True)
+    # When the supervisor's process started (clock ticks since its machine booted): a live
+    # process with its pid that started at another time is another, the pid given again.
+    supervisor_started = models.BigIntegerField(null=True, blank=True)
+    # The command's process, which leads a process group of its own (its id is the pid), and
+    # when it started: what is stopped when the run is lost (supervision.stop_command).
+    command_pid = models.IntegerField(null=True, blank=True)
+    command_started = models.BigIntegerField(null=True, blank=True)
     # Which file the offset counts bytes of, stored with it: "device:inode", and a fingerprint
     # of its first bytes read. Another file there (rotated, truncated) is then read from its start.
     telemetry_inode = models.CharField(max_length=64, blank=True)
     telemetry_head = models.CharField(max_length=64, blank=True)
     # Why the telemetry path cannot be read now ("is a directory"); empty when it can.
     telemetry_problem = models.CharField(max_length=200, blank=True)
+    # When the rotated file read before the current one was last written (ns since the epoch):
+    # rotated files beside the path written after it are yet to be read (tailing.Mark.after).
+    telemetry_after = models.BigIntegerField(default=0)
     # Which ingester holds the run, and until when: one process at a time per run.
     lease_owner = models.CharField(max_length=100, blank=True)
     lease_until = models.DateTimeField(null=True, blank=True)

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import BinaryIO
 
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, connection
+from django.db import DatabaseError, InterfaceError, OperationalError, connection
 
 from telemetry import logs, services, supervision
 from telemetry.encryption import SecretsKeyError
@@ -39,10 +43,40 @@ END_STORED = "div: recorded how {run} ended"
 log = logging.getLogger("divergent.runner")
 
 _command: subprocess.Popen | None = None  # the command this process is running, if any
+PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # what a supervisor's command gets too
+PR_SET_PDEATHSIG = 1
+try:  # Linux's: a process is sent a signal when the thread that started it ends
+    _prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
+except (OSError, AttributeError):
+    _prctl = None
+
+
+# div's own settings, which its runs' commands are never given: the server's keys and
+# addresses (SECRET_KEY forges sessions, DIVERGENT_SECRETS_KEY opens a dump of the secrets,
+# DATABASE_URL carries a password, DIVERGENT_TOKEN is a GPU machine's API token), which a
+# command printing its environment would put in a log every member of its org reads. Every
+# variable named DIVERGENT_..., but those a run is given (environment()), and these:
+OWN_SETTINGS = frozenset(
+    {
+        "SECRET_KEY",
+        "DATABASE_URL",
+        "REDIS_URL",
+        "ALLOWED_HOSTS",
+        "SECURE_PROXY_SSL_HEADER",
+        "DJANGO_SETTINGS_MODULE",
+    }
+)
+OWN_PREFIX = "DIVERGENT_"
 
 
 def environment(name: str, telemetry_path: Path, secrets: dict[str, str]) -> dict[str, str]:
-    env = dict(os.environ)
+    """The command's environment: this process's, less div's own settings, with the org's
+    secrets, the telemetry path and the run's name."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in OWN_SETTINGS and not key.startswith(OWN_PREFIX)
+    }
     env.update(secrets)
     env["DIVERGENT_TELEMETRY_PATH"] = str(telemetry_path)
     env["DIVERGENT_RUN"] = name
@@ -85,6 +119,8 @@ def execute(run: Run, command: list[str]) -> int:
         log_path=run.log_path,
         masker=Masker(secrets.values()),
         reread=lambda: services.masker_for(run.org_id),
+        started=heartbeat.running,
+        own_group=True,
     )
     end(run, code)
     heartbeat.stop()
@@ -111,15 +147,38 @@ def run_attached(run: Run, out: logs.Printer, command: list[str]) -> int:
     supervising.start()
     # Waiting on the supervisor, not a clock: its end is noticed at once. An event, not
     # Thread.join: a join cut short by Ctrl-C leaves the thread abandoned at exit, and the
-    # run's end unrecorded. Ctrl-C stops the printing; the command had it too, and its end is
-    # recorded before div run exits (130).
-    try:
-        logs.follow(run, out, follow=True, wait=done.wait)
-    except KeyboardInterrupt:
+    # run's end unrecorded. Ctrl-C stops the printing and is passed on to the command (in a
+    # process group of its own, it is not in the terminal's), whose end is recorded before
+    # div run exits (130); SIGTERM and SIGHUP are passed on as div supervise does.
+    with passing_on_signals():
+        try:
+            logs.follow(run, out, follow=True, wait=done.wait)
+        except KeyboardInterrupt:
+            done.wait()
+            raise
         done.wait()
-        raise
-    done.wait()
     return ended.get("code", 1)
+
+
+@contextmanager
+def passing_on_signals():
+    """While an attached supervisor runs: the signals a terminal would have sent its command's
+    group go to that group too; Ctrl-C then also stops the printing (KeyboardInterrupt)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def pass_on(signum: int, frame) -> None:
+        forward(signum)
+        if signum == signal.SIGINT:
+            signal.default_int_handler(signum, frame)
+
+    before = {signum: signal.signal(signum, pass_on) for signum in PASSED_ON}
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
 
 
 def run_command(
@@ -130,10 +189,17 @@ def run_command(
     log_path: Path,
     masker: Masker,
     reread: Callable[[], Masker],
+    started: Callable[[int], None] | None = None,
+    own_group: bool = False,
 ) -> int:
     """Run the command to its end, its output masked into the log; its exit code (127 when it
     cannot start, 128 + N when signal N killed it, as a shell says). A local run's supervisor
-    and a remote one's both run it so."""
+    and a remote one's both run it so.
+
+    The command is killed at once when the thread that started it ends (its supervisor
+    killed). A local run's (own_group) leads a process group of its own, so that what is left
+    of it can be stopped whole when its supervisor has gone (supervision.stop_command; started
+    is told its pid); a GPU machine's stays in the terminal's, since nothing there stops it."""
     global _command
     try:
         process = _command = subprocess.Popen(
@@ -143,14 +209,36 @@ def run_command(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
+            process_group=0 if own_group else None,
+            preexec_fn=partial(_die_with, os.getpid()) if _prctl is not None else None,
         )
-    except OSError as e:
+    except (OSError, ValueError) as e:
+        why = e.strerror if isinstance(e, OSError) else _no_environment(env) or str(e)
         with open(log_path, "a", encoding="utf-8") as log:
-            log.write(f"div: cannot start {masker.mask_args(command)[0]}: {e.strerror}\n")
+            log.write(f"div: cannot start {masker.mask_args(command)[0]}: {why}\n")
         return 127
+    if started is not None:
+        started(process.pid)
     copy_output(log_path, process.stdout, masker, reread)
     code = process.wait()
     return 128 - code if code < 0 else code
+
+
+def _no_environment(env: dict[str, str]) -> str:
+    """Why no process can be given env, when it holds a name no environment can carry (an
+    org's secret stored before names were checked everywhere); empty otherwise."""
+    for name in env:
+        if not name or "=" in name or "\0" in name:
+            return services.BAD_SECRET_NAME.format(name=name)
+    return ""
+
+
+def _die_with(parent: int) -> None:
+    """In the command's process, before it starts: SIGKILL when the thread that started it
+    ends, and at once if its supervisor is already gone."""
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def copy_output(
@@ -160,11 +248,13 @@ def copy_output(
     goes out at once, but for the possible start of a secret (see StreamMasker).
 
     The org's secrets are read again (reread) every SECRETS_TTL seconds, as the ingester reads
-    them, so a secret set while the run goes on is masked here as soon as in its telemetry.
+    them, so a secret set while the run goes on is masked here as soon as in its telemetry. A
+    database out of reach then (restarted, failed over) keeps the secrets read before, and is
+    tried again at the next interval on a new connection: the command and its log go on.
     """
     stream = StreamMasker(masker)
     read_at, unreadable = time.monotonic(), False
-    with open(log_path, "ab", buffering=0) as log:
+    with open(log_path, "ab", buffering=0) as written:
         while data := output.read1(READ_BYTES):
             if time.monotonic() - read_at > SECRETS_TTL:
                 read_at = time.monotonic()
@@ -173,10 +263,13 @@ def copy_output(
                 except SecretsKeyError as e:
                     # The secrets read before are still masked; new ones cannot be read.
                     if not unreadable:
-                        log.write(f"div: {e}\n".encode())
+                        written.write(f"div: {e}\n".encode())
                     unreadable = True
-            log.write(stream.feed(data))
-        log.write(stream.flush())
+                except DatabaseError as e:
+                    log.debug("the secrets of the log wait for the database: %s", e)
+                    connection.close()
+            written.write(stream.feed(data))
+        written.write(stream.flush())
 
 
 def read_command(stream: BinaryIO) -> list[str]:
@@ -212,10 +305,16 @@ def end(run: Run, code: int) -> None:
 
 
 def forward(signum: int, frame=None) -> None:
-    """A signal handler: pass a stop on to the run's command, whose end is then recorded as
-    any other (a run stopped by SIGTERM ends failed, with exit code 143)."""
+    """A signal handler: pass a stop on to the run's command and its process group, whose end
+    is then recorded as any other (a run stopped by SIGTERM ends failed, with exit code 143)."""
     if _command is not None and _command.poll() is None:
-        _command.send_signal(signum)
+        try:
+            if os.getpgid(_command.pid) == _command.pid:  # its own group, not this one's
+                os.killpg(_command.pid, signum)
+            else:
+                _command.send_signal(signum)
+        except ProcessLookupError:
+            pass
 
 
 def _ingest(run_id: int, stop: threading.Event) -> None:

@@ -458,11 +458,24 @@ LOST_NOTE = (
 
 
 @transaction.atomic
-def run_heartbeat(*, run_id: int, host: str, pid: int) -> None:
-    """The supervisor says it is there. A lost run whose own supervisor speaks again goes on
-    running, its telemetry read again from where it was left."""
+def run_heartbeat(
+    *,
+    run_id: int,
+    host: str,
+    pid: int,
+    started: int | None = None,
+    command: tuple[int, int | None] | None = None,
+) -> None:
+    """The supervisor says it is there: its host, pid and start time, and once it runs, its
+    command's (pid, start time). A lost run whose own supervisor speaks again goes on running,
+    its telemetry read again from where it was left."""
+    said = {"command_pid": command[0], "command_started": command[1]} if command else {}
     Run.objects.filter(pk=run_id).update(
-        heartbeat=timezone.now(), supervisor_host=host, supervisor_pid=pid
+        heartbeat=timezone.now(),
+        supervisor_host=host,
+        supervisor_pid=pid,
+        supervisor_started=started,
+        **said,
     )
     back = Run.objects.filter(
         pk=run_id, status=Run.Status.LOST, supervisor_host=host, supervisor_pid=pid
@@ -535,12 +548,19 @@ def secret_set(*, org: Org, name: str, value: str) -> None:
     Secret.objects.update_or_create(org=org, name=name, defaults={"sealed": sealed})
 
 
+def secret_name_check(*, name: str) -> str:
+    """The name, when a run's environment can carry it; Refused saying why otherwise. Asked by
+    `div secrets set` and the admin alike."""
+    if not SECRET_NAME.fullmatch(name):
+        raise Refused(BAD_SECRET_NAME.format(name=name))
+    return name
+
+
 @transaction.atomic
 def secret_put(*, org: str, name: str, value: str) -> None:
     """`div secrets set`: a secret by its org's name (made if new), once name and value are
     ones a run's environment can carry."""
-    if not SECRET_NAME.fullmatch(name):
-        raise Refused(BAD_SECRET_NAME.format(name=name))
+    secret_name_check(name=name)
     if not value:
         raise Refused(NO_SECRET_VALUE)
     secret_set(org=org_get_or_create(name=org), name=name, value=value)
@@ -623,6 +643,7 @@ def ingest_batch(
             "telemetry_inode": mark.inode,
             "telemetry_head": mark.head,
             "telemetry_problem": mark.problem,
+            "telemetry_after": mark.after,
         }
     if tally.sealing is None:
         tally.sealing = _sealing_load(run, tally.keys)

@@ -38,17 +38,20 @@ def gone(
     pid: int | None,
     created: datetime,
     now: datetime,
-    alive: Callable[[str, int], bool | None],
+    alive: Callable[[str, int, int | None], bool | None],
     booted: datetime,
+    started: int | None = None,
     remote_after: timedelta | None = None,
 ) -> bool:
     """Whether a live run's supervisor has gone: the rule, in one place.
 
-    On this machine the pid decides: gone when no such process is alive, or when the machine
-    has restarted since the last heartbeat (pids start again). A live pid keeps the run however
-    late its heartbeat, since it may be waiting on a locked database to record how the run
-    ended. Of another machine only the heartbeat can tell: gone after LOST_AFTER of silence.
-    A run whose supervisor never spoke is judged by when it was made.
+    On this machine the process decides: gone when no process with its pid is alive, or one is
+    that started at another time than the supervisor did (started: the pid was given again),
+    or when the machine has restarted since the last heartbeat (pids start again). The live
+    supervisor keeps the run however late its heartbeat, since it may be waiting on a locked
+    database to record how the run ended. Of another machine only the heartbeat can tell: gone
+    after LOST_AFTER of silence. A run whose supervisor never spoke is judged by when it was
+    made.
 
     A remote run (remote_after given: its `div` reports over the API, retrying through
     outages) is judged by its silence alone, however its host is named: gone once it has not
@@ -58,7 +61,7 @@ def gone(
         return now - (heartbeat or created) > remote_after
     if heartbeat is None or pid is None:
         return now - created > LOST_AFTER
-    here = alive(host, pid)
+    here = alive(host, pid, started)
     if here is not None:
         return not here or heartbeat < booted
     return now - heartbeat > LOST_AFTER
@@ -69,6 +72,7 @@ def supervisor_gone(run: Run) -> bool:
         heartbeat=run.heartbeat,
         host=run.supervisor_host,
         pid=run.supervisor_pid,
+        started=run.supervisor_started,
         created=run.created,
         now=timezone.now(),
         alive=processes.alive_here,
@@ -78,12 +82,28 @@ def supervisor_gone(run: Run) -> bool:
 
 
 def reap(runs: Iterable[Run]) -> list[Run]:
-    """End as lost each live run whose supervisor has gone; the runs it ended."""
+    """End as lost each live run whose supervisor has gone, its command stopped first (on the
+    machine that ran it); the runs it ended."""
     lost = []
     for run in runs:
-        if run.is_live and homes.holds(run) and supervisor_gone(run) and services.run_lose(run=run):
-            lost.append(run)
+        if run.is_live and homes.holds(run) and supervisor_gone(run):
+            stop_command(run)
+            if services.run_lose(run=run):
+                lost.append(run)
     return lost
+
+
+def stop_command(run: Run) -> bool:
+    """Stop what is left of a lost run's command: its process group, killed (SIGKILL) as
+    GitHub Actions' runner ends a job's processes, so that nothing writes to its telemetry file
+    after it is read to its end and closed. Only on the machine that ran it, only while the
+    group's leader is the command that started then, and never after a restart (its pids
+    mean nothing since). True when something was stopped."""
+    if run.remote or run.command_pid is None or run.heartbeat is None:
+        return False
+    if run.heartbeat < processes.booted_at():
+        return False
+    return processes.stop_group(run.supervisor_host, run.command_pid, run.command_started)
 
 
 def reap_live(run_ids: list[int] | None = None) -> list[Run]:
@@ -105,6 +125,9 @@ CHECKED = (
     "heartbeat",
     "supervisor_host",
     "supervisor_pid",
+    "supervisor_started",
+    "command_pid",
+    "command_started",
     "telemetry_closed",
     "remote",
     "home",
@@ -121,7 +144,10 @@ class Heartbeat:
         self.every = every
         self.host = processes.this_host()
         self.pid = os.getpid()
+        self.started = processes.started_at(self.pid)
+        self.command: tuple[int, int | None] | None = None
         self.stopped = threading.Event()
+        self.soon = threading.Event()  # beat now, not at the next interval
         self.thread = threading.Thread(target=self._beat_until_stopped, daemon=True)
 
     def start(self) -> Heartbeat:
@@ -131,20 +157,39 @@ class Heartbeat:
 
     def stop(self) -> None:
         self.stopped.set()
+        self.soon.set()
         if self.thread.is_alive():
             self.thread.join()
 
+    def running(self, pid: int) -> None:
+        """The command has started as process pid: said at once (from the heartbeat's thread,
+        never holding up the command's output), so that it is stopped should this supervisor
+        be killed before its next beat."""
+        self.command = (pid, processes.started_at(pid))
+        self.soon.set()
+
     def beat(self) -> bool:
         try:
-            services.run_heartbeat(run_id=self.run_id, host=self.host, pid=self.pid)
+            services.run_heartbeat(
+                run_id=self.run_id,
+                host=self.host,
+                pid=self.pid,
+                started=self.started,
+                command=self.command,
+            )
         except DatabaseError as e:
             log.debug("the heartbeat of run-%s waits for the database: %s", self.run_id, e)
+            connection.close()  # a connection the database dropped is made anew next time
             return False
         return True
 
     def _beat_until_stopped(self) -> None:
         try:
-            while not self.stopped.wait(self.every):
+            while True:
+                self.soon.wait(self.every)
+                self.soon.clear()
+                if self.stopped.is_set():
+                    return
                 self.beat()
         finally:
             connection.close()

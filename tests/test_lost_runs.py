@@ -67,7 +67,7 @@ def popen(div, *args: str, **env: str) -> subprocess.Popen:
 
 
 def kill_command(run: Run) -> None:
-    """The command outlives a supervisor killed with SIGKILL: the test stops it itself."""
+    """Whatever of the command a test left running, stopped."""
     try:
         os.kill(int((run.files_path / "pid").read_text()), signal.SIGKILL)
     except (OSError, ValueError):
@@ -81,9 +81,11 @@ def test_a_detached_run_whose_supervisor_is_killed_ends_lost_and_followers_retur
     supervisor = supervisor_of(name)
     log_follower = popen(div, "log", name, "-f")
     try:
-        os.kill(supervisor, signal.SIGKILL)
-        (run.files_path / "go").touch()  # two more lines, that no ingester is there to read
+        # Stopped first: two more lines, that its ingester is not there to read, then killed.
+        os.kill(supervisor, signal.SIGSTOP)
+        (run.files_path / "go").touch()
         wait_for(lambda: run.telemetry_path.read_text().count("\n") == 4, what="4 lines")
+        os.kill(supervisor, signal.SIGKILL)
 
         started = time.monotonic()
         followed = div("telemetry", name, "loss", "-f", timeout=30)
@@ -129,6 +131,125 @@ def test_an_attached_div_run_killed_ends_lost_under_div_ingest(div, project):
     assert run.ended is not None
     assert took < 30
     print(f"\nlost and closed {took:.1f} s after div run was killed")
+
+
+# Writes a point every 0.1 s for 10 s, and nothing to its log; its pid in a file.
+QUIET = textwrap.dedent(
+    """\
+    import json, os, time
+    open("pid", "w").write(str(os.getpid()))
+    path = os.environ["DIVERGENT_TELEMETRY_PATH"]
+    for step in range(1, 101):
+        with open(path, "a") as f:
+            f.write(json.dumps({"step": step}) + "\\n")
+        time.sleep(0.1)
+    """
+)
+
+
+def running(pid: int) -> bool:
+    """Whether a process is there and not a zombie (killed, waiting to be reaped)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()[0]
+    except OSError:
+        return False
+    return state not in (b"Z", b"X")
+
+
+def supervised(run_pk: int) -> Run:
+    """The run once its supervisor has said who it is."""
+    return wait_for(
+        lambda: Run.objects.filter(pk=run_pk, supervisor_pid__isnull=False).first(),
+        30,
+        "the supervisor's first heartbeat",
+    )
+
+
+def writer_of(run: Run) -> int:
+    return int(
+        wait_for(
+            lambda: (run.files_path / "pid").exists() and (run.files_path / "pid").read_text(),
+            what="the pid",
+        )
+    )
+
+
+def stop(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def test_a_pid_given_to_another_process_does_not_keep_a_lost_run_running(div, project):
+    name = div("run", str(project), "--detach", "--", sys.executable, "paced.py").stdout.strip()
+    run = wait_for(lambda: Run.objects.filter(points=2).first(), 30, "two points")
+    run = supervised(run.pk)
+    os.kill(run.supervisor_pid, signal.SIGKILL)
+    # The supervisor's pid, given since to another process of this machine.
+    other = subprocess.Popen(["sleep", "1000"])
+    try:
+        Run.objects.filter(pk=run.pk).update(
+            supervisor_pid=other.pid, heartbeat=timezone.now() - timedelta(minutes=10)
+        )
+        followed = div("telemetry", name, "loss", "-f", timeout=20)
+    finally:
+        other.kill()
+        other.wait()
+        kill_command(run)
+
+    assert followed.returncode == 0, followed.stderr
+    assert followed.stderr == (
+        f"telemetry: {name} was lost: its supervisor went without recording how the command "
+        "ended; what it wrote until then is all here\n"
+    )
+    run.refresh_from_db()
+    assert (run.status, run.telemetry_closed) == ("lost", True)
+
+
+@pytest.fixture
+def quiet(tmp_path) -> Path:
+    folder = tmp_path / "quiet"
+    folder.mkdir()
+    (folder / "quiet.py").write_text(QUIET)
+    return folder
+
+
+def test_a_lost_runs_command_is_stopped_before_its_telemetry_is_closed(div, quiet):
+    """Its writer a child of a shell: only its process group tells it is the run's."""
+    launched = div(
+        "run", str(quiet), "--detach", "--", "sh", "-c", f"{sys.executable} quiet.py; exit 0"
+    )
+    name = launched.stdout.strip()
+    run = wait_for(lambda: Run.objects.filter(points__gte=5).first(), 30, "five points")
+    run = supervised(run.pk)
+    writer = writer_of(run)
+    try:
+        os.kill(run.supervisor_pid, signal.SIGKILL)
+        followed = div("telemetry", name, "--json", "-f", timeout=30)
+        still_running = running(writer)
+    finally:
+        stop(writer)
+
+    assert followed.returncode == 0, followed.stderr
+    assert not still_running, "the command went on writing after its run was lost and closed"
+    run.refresh_from_db()
+    written = run.telemetry_path.read_text().count("\n")
+    assert written < 100
+    assert (run.status, run.telemetry_closed, run.points) == ("lost", True, written)
+    assert followed.stdout.count("\n") == written
+    assert followed.stderr.endswith("what it wrote until then is all here\n")
+
+
+def test_a_supervisor_killed_takes_its_command_with_it_with_no_one_else_looking(div, quiet):
+    div("run", str(quiet), "--detach", "--", sys.executable, "quiet.py")
+    run = supervised(wait_for(lambda: Run.objects.first(), what="the run").pk)
+    writer = writer_of(run)
+    try:
+        os.kill(run.supervisor_pid, signal.SIGKILL)
+        wait_for(lambda: not running(writer), 5, "the command to end with its supervisor")
+    finally:
+        stop(writer)
 
 
 def hold_the_write_lock() -> subprocess.Popen:
@@ -186,6 +307,52 @@ def test_ending_a_run_waits_out_a_database_locked_past_its_timeout(div, project)
     assert (run.status, run.exit_code) == ("succeeded", 0)
     wait_for(lambda: Run.objects.get().telemetry_closed, 30, "the telemetry to close")
     assert Run.objects.get().points == 4
+
+
+# Says a tick and writes a point every 0.5 s for 8 s.
+TICKS = textwrap.dedent(
+    """\
+    import json, os, time
+    for step in range(1, 17):
+        print(f"tick {step}", flush=True)
+        with open(os.environ["DIVERGENT_TELEMETRY_PATH"], "a") as f:
+            f.write(json.dumps({"step": step}) + "\\n")
+        time.sleep(0.5)
+    """
+)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's pg_terminate_backend")
+def test_a_database_that_drops_every_connection_mid_run_stops_neither_the_command_nor_its_log(
+    div, project
+):
+    (project / "ticks.py").write_text(TICKS)
+    launched = popen(div, "run", str(project), "--", sys.executable, "ticks.py")
+    try:
+        run = wait_for(lambda: Run.objects.first(), what="the run")
+        wait_for(lambda: "tick 4\n" in run.log_path.read_text(), 30, "four ticks")
+        # As a restarted or failed-over database does, before the log's secrets are read again.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        out, err = launched.communicate(timeout=60)
+    finally:
+        launched.kill()
+
+    assert launched.returncode == 0, err
+    # At most the ingester's one line that it waits (the first query to meet the dropped
+    # connection may be any of a pass's), never a traceback.
+    said = ("ingesting paused: the database refused (", f"ingesting {run.name} failed (")
+    assert all(line.startswith(said) for line in err.splitlines()), err
+    assert [line for line in out.splitlines() if line.startswith("tick")] == [
+        f"tick {step}" for step in range(1, 17)
+    ]
+    run.refresh_from_db()
+    assert (run.status, run.exit_code) == ("succeeded", 0)
+    wait_for(lambda: Run.objects.get().telemetry_closed, 30, "the telemetry to close")
+    assert Run.objects.get().points == 16
 
 
 def test_a_run_of_another_machine_silent_past_30_s_is_lost_and_back_when_heard_again(

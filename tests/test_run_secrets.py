@@ -2,10 +2,13 @@
 masked as output arrives (split writes, progress bars, multi-line secrets, secrets set while it
 runs), and its telemetry's flattened keys."""
 
+# ruff: noqa: F811  (fixtures imported by name, as in test_browser.py)
+
 from __future__ import annotations
 
 import html
 import json
+import subprocess
 import sys
 import textwrap
 import time
@@ -18,7 +21,8 @@ from telemetry import encryption, services
 from telemetry.layout import parse_layout
 from telemetry.models import Run, Secret
 from telemetry.runner import NO_COMMAND
-from tests.conftest import wait_for
+from tests.conftest import ROOT, wait_for
+from tests.remote import remote  # noqa: F401  (a fixture)
 
 pytest_plugins = ["tests.personas"]
 
@@ -393,3 +397,77 @@ def test_the_run_reads_its_shipped_layout_whole_while_the_stored_one_is_masked(d
     assert launched.returncode == 0, launched.stderr
     assert "layout whole: True" in launched.stdout
     assert Run.objects.get().layout.source == LAYOUT.replace(SECRET, "***")
+
+
+# The environment
+
+# div's own settings, as a server and a GPU machine have them, and two of the command's own.
+SERVERS = {
+    "DIVERGENT_SECRETS_KEY": "0n8-8gkwDyXCvETZd8ttGHJhvgFOq5rDs4ZlyU9Cz0A=",
+    "ALLOWED_HOSTS": "div.example.com",
+    "DIVERGENT_DB_TIMEOUT": "30",
+    "MINE": "kept",
+}
+NAMES = """
+import os
+OWN = [
+    "SECRET_KEY", "DATABASE_URL", "REDIS_URL", "ALLOWED_HOSTS", "DJANGO_SETTINGS_MODULE",
+    "DIVERGENT_SECRETS_KEY", "DIVERGENT_HOME", "DIVERGENT_DB_TIMEOUT", "DIVERGENT_TOKEN",
+    "DIVERGENT_URL",
+]
+print("div's:", sorted(name for name in OWN if name in os.environ))
+print("given:", sorted(n for n in os.environ if n.startswith("DIVERGENT_") and n not in OWN))
+print("the run's:", os.environ.get("HF_TOKEN") == "hf_Zq8s3cr3tV4lu3x", os.environ.get("MINE"))
+"""
+GIVEN = "div's: []\ngiven: ['DIVERGENT_RUN', 'DIVERGENT_TELEMETRY_PATH']\nthe run's: True kept\n"
+
+
+def test_a_runs_command_is_given_none_of_divs_own_settings(div, project):
+    env = {**div.env, **SERVERS}
+    assert div.env["DATABASE_URL"] and div.env["SECRET_KEY"]
+    for args, given in ((["secrets", "set", "default", "HF_TOKEN"], SECRET), (["run"], None)):
+        if given is None:
+            args = ["run", str(project), "--", sys.executable, script(project, "n.py", NAMES)]
+        done = subprocess.run(
+            [sys.executable, "-m", "divergent", *args],
+            input=given,
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+
+    run = Run.objects.get()
+    assert log_of(run) == GIVEN
+    assert done.stdout == f"{run.name}\n{GIVEN}"
+
+
+def test_a_gpu_machines_command_is_given_neither_its_token_nor_divs_settings(remote, project):
+    services.secret_put(org="acme", name="HF_TOKEN", value=SECRET)
+    gpu = remote.machine("alice", REDIS_URL="redis://127.0.0.1:6379/15", **SERVERS)
+    assert gpu.env["DIVERGENT_TOKEN"] and gpu.env["DIVERGENT_URL"]
+
+    made = gpu("run", str(project), "--", sys.executable, script(project, "n.py", NAMES))
+
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.partition("\n")[2] == GIVEN
+
+
+def test_a_secret_whose_name_no_environment_can_carry_ends_the_run_with_127_in_one_line(
+    div, project
+):
+    # As the admin stored one before it asked the rule `div secrets set` asks.
+    services.secret_set(org=services.org_get_or_create(), name="A=B", value=SECRET)
+
+    launched = div("run", str(project), "--", sys.executable, "w.py", timeout=30)
+
+    said = f"div: cannot start {sys.executable}: A=B cannot be an environment variable; "
+    said += "use letters, digits and _, like HF_TOKEN\n"
+    assert launched.returncode == 127, launched.stderr
+    run = Run.objects.get()
+    assert launched.stdout == f"{run.name}\n{said}"
+    assert launched.stderr == ""
+    assert log_of(run) == said
+    assert (run.status, run.exit_code) == ("failed", 127)

@@ -327,6 +327,20 @@ def test_the_admin_refuses_a_secret_too_short_to_mask(staff, home):
     assert not Secret.objects.exists()
 
 
+@pytest.mark.parametrize("name", ["A=B", "bad name!", "1ST", "é"])
+def test_the_admin_refuses_a_secret_name_no_environment_variable_can_have(staff, home, name):
+    org = services.org_get_or_create(name="acme")
+
+    refused = staff.post(
+        "/admin/telemetry/secret/add/", {"org": org.pk, "name": name, "value": SECRET}
+    )
+
+    assert refused.status_code == 200
+    said = services.BAD_SECRET_NAME.format(name=name)
+    assert html.escape(said) in refused.content.decode()
+    assert not Secret.objects.exists()
+
+
 # How short is too short
 
 

@@ -4,6 +4,8 @@ lost silently, none is stored twice, and a path that cannot be read is said once
 
 from __future__ import annotations
 
+import gzip
+import itertools
 import json
 import logging
 import os
@@ -14,10 +16,12 @@ import subprocess
 import sys
 
 import pytest
+from django.db import connection
 
 from telemetry import queries, services
 from telemetry.models import Drop, Run
 from tests.conftest import ROOT, wait_for
+from tests.test_lost_runs import hold_the_write_lock
 
 pytest_plugins = ["tests.personas"]
 
@@ -165,6 +169,196 @@ def test_an_ingester_killed_before_a_rotation_resumes_in_the_old_file_then_reads
     assert steps(run) == list(range(1, total + 61))
 
 
+def rotate(path, *, copy: bool) -> None:
+    """What logrotate does: .2 becomes .3, .1 becomes .2, then the file becomes .1 (renamed, and
+    a new file made at the path; or with copytruncate, copied there and cut to nothing)."""
+    rotated = sorted(path.parent.glob(path.name + ".*"), key=lambda p: -int(p.suffix[1:]))
+    for old in rotated:
+        old.rename(path.with_name(f"{path.name}.{int(old.suffix[1:]) + 1}"))
+    if copy:
+        shutil.copy(path, path.with_name(path.name + ".1"))
+        os.truncate(path, 0)
+    else:
+        path.rename(path.with_name(path.name + ".1"))
+
+
+def rotation_notes(*names: str) -> list[str]:
+    """The log's note for each rotation, from the oldest file read to the newest."""
+    return [
+        f"telemetry: telemetry.jsonl was rotated; read the rest of the old one ({old}); "
+        f"now reading {new} from its start"
+        for old, new in itertools.pairwise(names)
+    ]
+
+
+@pytest.mark.parametrize("copy", [False, True], ids=["renamed", "copytruncate"])
+def test_three_rotations_between_two_passes_read_every_rotated_file_oldest_first(make_run, copy):
+    telemetry = make_run()
+    path = telemetry.run.telemetry_path
+    write(path, 1, 20)
+    telemetry.ingest()
+    write(path, 21, 20)  # none of what follows is read until the ingester looks again
+    rotate(path, copy=copy)
+    write(path, 41, 40)
+    rotate(path, copy=copy)
+    write(path, 81, 40)
+    rotate(path, copy=copy)
+    write(path, 121, 40)
+
+    telemetry.ingest()
+    telemetry.finish()
+
+    assert steps(telemetry.run) == list(range(1, 161))
+    assert log_lines(telemetry.run, "telemetry:") == rotation_notes(
+        "telemetry.jsonl.3", "telemetry.jsonl.2", "telemetry.jsonl.1", "telemetry.jsonl"
+    )
+    assert not Drop.objects.filter(run=telemetry.run).exists()
+
+
+@pytest.mark.parametrize(
+    "copy, rotations",
+    [(False, 1), (True, 1), (True, 3), (False, 3)],
+    ids=["renamed", "copied", "copied 3 times", "renamed 3 times"],
+)
+def test_rotations_before_the_ingesters_first_look_are_read_oldest_first(make_run, copy, rotations):
+    telemetry = make_run()
+    path = telemetry.run.telemetry_path
+    for rotation in range(rotations):
+        write(path, 1 + 40 * rotation, 40)
+        rotate(path, copy=copy)
+    write(path, 1 + 40 * rotations, 40)
+
+    telemetry.ingest()
+    telemetry.finish()
+
+    assert steps(telemetry.run) == list(range(1, 40 * rotations + 41))
+    names = [f"telemetry.jsonl.{n}" for n in range(rotations, 0, -1)]
+    assert log_lines(telemetry.run, "telemetry:") == rotation_notes(*names, "telemetry.jsonl")
+
+
+GONE = (
+    "telemetry: lost what was unread of a rotated telemetry file; keep rotated files beside it, "
+    "uncompressed, until they are read"
+)
+
+
+def test_a_rotated_file_compressed_before_it_was_read_is_said_counted_and_the_next_read(
+    make_run, div
+):
+    telemetry = make_run()
+    path = telemetry.run.telemetry_path
+    write(path, 1, 20)
+    telemetry.ingest()
+    rotate(path, copy=False)
+    write(path, 21, 20)
+    rotate(path, copy=False)
+    compressed = path.with_name("telemetry.jsonl.1.gz")
+    with open(path.with_name("telemetry.jsonl.1"), "rb") as raw, gzip.open(compressed, "wb") as gz:
+        gz.write(raw.read())  # logrotate's compress, without delaycompress
+    path.with_name("telemetry.jsonl.1").unlink()
+    write(path, 41, 20)
+
+    telemetry.ingest()
+    telemetry.finish()
+
+    assert steps(telemetry.run) == [*range(1, 21), *range(41, 61)]
+    assert log_lines(telemetry.run, "telemetry:") == [
+        "telemetry: telemetry.jsonl was rotated; read the rest of the old one "
+        "(telemetry.jsonl.2); telemetry.jsonl.1.gz is compressed and was not read; now reading "
+        "telemetry.jsonl from its start",
+    ]
+    assert div("telemetry", telemetry.run.name).stderr == GONE + "\n"
+
+
+def test_a_rotated_file_deleted_before_its_rest_was_read_is_counted_and_the_newer_ones_read(
+    make_run,
+):
+    telemetry = make_run()
+    path = telemetry.run.telemetry_path
+    write(path, 1, 20)
+    telemetry.ingest()
+    read = path.stat().st_size
+    write(path, 21, 20)
+    rotate(path, copy=False)
+    write(path, 41, 20)
+    rotate(path, copy=False)
+    write(path, 61, 20)
+    path.with_name("telemetry.jsonl.2").unlink()  # the one the offset counts bytes of
+
+    telemetry.ingest()
+    telemetry.finish()
+
+    assert steps(telemetry.run) == [*range(1, 21), *range(41, 81)]
+    assert log_lines(telemetry.run, "telemetry:") == [
+        "telemetry: telemetry.jsonl was replaced by another file; now reading telemetry.jsonl.1 "
+        f"from its start (lines the old one had past byte {read:,}, if any, were not read)",
+        *rotation_notes("telemetry.jsonl.1", "telemetry.jsonl"),
+    ]
+    assert Drop.objects.get(run=telemetry.run).reason == "rotated_away"
+    assert Drop.objects.get(run=telemetry.run).count == 1
+
+
+# Writes 160 lines, one every 20 ms, rotating its file as logrotate does before lines 41, 81 and
+# 121; after line 20 it waits for a file named go.
+ROTATES = """\
+import json, os, time
+path = os.environ["DIVERGENT_TELEMETRY_PATH"]
+def rotate():
+    for n in (2, 1):
+        if os.path.exists(f"{path}.{n}"):
+            os.rename(f"{path}.{n}", f"{path}.{n + 1}")
+    os.rename(path, path + ".1")
+for step in range(1, 161):
+    if step == 21:
+        while not os.path.exists("go"):
+            time.sleep(0.02)
+    if step in (41, 81, 121):
+        rotate()
+    with open(path, "a") as f:
+        f.write(json.dumps({"step": step}) + "\\n")
+    time.sleep(0.02)
+"""
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's write lock")
+def test_three_rotations_while_the_ingester_waits_on_a_locked_database_lose_no_line(div, tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "rotates.py").write_text(ROTATES)
+    launched = subprocess.Popen(
+        [sys.executable, "-m", "divergent", "run", str(project), "--"]
+        + [sys.executable, "rotates.py"],
+        env={**div.env, "DIVERGENT_DB_TIMEOUT": "1"},
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    locker = None
+    try:
+        run = wait_for(lambda: Run.objects.filter(points=20).first(), 30, "20 points")
+        locker = hold_the_write_lock()
+        assert locker.stdout.readline() == "locked\n"
+        (run.files_path / "go").touch()
+        locker.stdin.write("go\n")  # 4 s more: the 140 lines left and 3 rotations happen in 2.8
+        locker.stdin.flush()
+        out, err = launched.communicate(timeout=60)
+    finally:
+        launched.kill()
+        if locker is not None:
+            locker.kill()
+
+    assert launched.returncode == 0, err
+    assert "Traceback" not in err
+    run.refresh_from_db()
+    assert (run.points, run.telemetry_closed) == (160, True)
+    assert steps(run) == list(range(1, 161))
+    assert log_lines(run, "telemetry:") == rotation_notes(
+        "telemetry.jsonl.3", "telemetry.jsonl.2", "telemetry.jsonl.1", "telemetry.jsonl"
+    )
+    assert div("telemetry", run.name).stderr == ""
+
+
 # ---- a path that cannot be read ---------------------------------------------------------------
 
 NOTICE = (
@@ -265,17 +459,34 @@ def test_a_path_that_becomes_readable_again_is_read_and_a_new_problem_noted_agai
     assert Drop.objects.get(run=telemetry.run).count == 2
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file of mode 000")
-def test_a_file_without_read_permission_is_noted_and_counted(make_run):
-    telemetry = make_run()
-    write(telemetry.run.telemetry_path, 1, 3)
-    telemetry.run.telemetry_path.chmod(0)
+# Root reads a file of mode 000: as root, the ingester runs without the capabilities to.
+NOT_ROOT = ["setpriv", "--bounding-set=-all", "--inh-caps=-all"] if os.geteuid() == 0 else []
 
-    telemetry.finish()
 
-    assert log_lines(telemetry.run, "telemetry:") == [
-        "telemetry: cannot read telemetry.jsonl: it permission denied; ..."
+@pytest.mark.skipif(bool(NOT_ROOT) and not shutil.which("setpriv"), reason="no setpriv")
+def test_a_file_without_read_permission_is_noted_and_counted(div, home):
+    run = services.run_create(org=services.org_get_or_create(), command=["train"])
+    write(run.telemetry_path, 1, 3)
+    run.telemetry_path.chmod(0)
+    services.run_finish(run=run, exit_code=0)
+
+    ingested = subprocess.run(
+        [*NOT_ROOT, sys.executable, "-m", "divergent", "ingest", "--once"],
+        env=div.env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert (ingested.returncode, ingested.stderr) == (0, "")
+    run.refresh_from_db()
+    assert (run.telemetry_closed, run.points) == (True, 0)
+    assert log_lines(run, "telemetry:") == [
+        "telemetry: cannot read telemetry.jsonl: it cannot be opened (permission denied); "
+        "DIVERGENT_TELEMETRY_PATH must be a regular file in the run's folder"
     ]
+    assert div("telemetry", run.name).stderr == NOTICE + "\n"
 
 
 def test_a_run_that_makes_its_telemetry_path_a_directory_ends_and_div_telemetry_counts_it(
