@@ -107,7 +107,9 @@ def test_columns_and_series_read_back_as_written_across_the_sealed_seq(run_of):
     keys = ["loss", "wide", "huge", "mixed", "eval.loss", "odd", "nowhere"]
 
     rows = [
-        row for batch in queries.column_batches(telemetry.run.pk, "step", keys) for row in batch
+        row
+        for columns in queries.column_batches(telemetry.run.pk, "step", keys)
+        for row in zip(*columns, strict=True)
     ]
     xs, ys = queries.series(telemetry.run.pk, "odd", "step", upto=1300)
 
