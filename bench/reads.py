@@ -315,8 +315,10 @@ def child_cli(home: Path, repeat: int) -> dict:
             )
             f.write("step\tloss\n")
             for xs, ys in zip(step, loss, strict=True):
-                rows = zip(xs.tolist(), ys.tolist(), strict=True)
-                f.writelines(["%r\t%r\n" % row for row in rows])  # noqa: UP031 (as div prints)
+                # As div prints a window with every value: the cells interleaved, one format.
+                cells: list = [None] * (2 * len(xs))
+                cells[0::2], cells[1::2] = xs.tolist(), ys.tolist()
+                f.write("%r\t%r\n" * len(xs) % tuple(cells))
             db.close()
             return time.perf_counter() - start
 
