@@ -226,7 +226,8 @@ class Point(models.Model):
     newest points of a live run, fewer than a window of them. A row a point is the cheapest
     write there is, and a live run writes a few points at a time."""
 
-    run = models.ForeignKey(Run, models.CASCADE, related_name="point_set")
+    # No index of its own: the unique (run, seq) index below leads with the run.
+    run = models.ForeignKey(Run, models.CASCADE, related_name="point_set", db_index=False)
     seq = models.IntegerField()  # the point's place in the run: 1-based, gap-free
     # Its numbers as JSON text, as the ingester wrote it: read back as written on every database.
     data = models.TextField()

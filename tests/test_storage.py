@@ -227,6 +227,36 @@ def test_a_run_deleted_takes_its_chunks_and_overviews_with_it(run_of):
         assert not getattr(storage.models, model).objects.exists(), model
 
 
+def plan_of(sql: str, params: list) -> str:
+    """How the database would run a statement; PostgreSQL told to use an index if it can, as
+    it would on a table of many runs."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute(f"EXPLAIN QUERY PLAN {sql}", params)
+            return " ".join(row[-1] for row in cursor.fetchall())
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute(f"EXPLAIN {sql}", params)
+        return " ".join(row[0] for row in cursor.fetchall())
+
+
+def test_whole_points_have_one_index_the_unique_run_and_seq_which_serves_the_run_too(run_of):
+    telemetry = run_of([{"step": s, "loss": 1.0} for s in range(1, 1500)])
+    with connection.cursor() as cursor:
+        found = connection.introspection.get_constraints(cursor, Point._meta.db_table)
+
+    indexes = {
+        name: c["columns"]
+        for name, c in found.items()
+        if (c["index"] or c["unique"]) and not c["primary_key"]
+    }
+    assert indexes == {"one_point_per_seq": ["run_id", "seq"]}
+    # What deleting a run asks of its whole points, and the foreign key's check: by index.
+    plan = plan_of(f"SELECT 1 FROM {Point._meta.db_table} WHERE run_id = %s", [telemetry.run.pk])
+    assert "SCAN" not in plan and "Seq Scan" not in plan, plan
+    telemetry.run.delete()
+    assert not Point.objects.exists()
+
+
 def test_the_points_api_reads_across_the_sealed_seq(run_of, alice):
     telemetry = run_of([{"step": s, "loss": s / 4} for s in range(1, 1201)])
     client = Client()
