@@ -314,6 +314,25 @@ class OverviewPart(models.Model):
         return f"{self.overview} part {self.part}"
 
 
+class NumberField(models.TextField):
+    """A number as written: its repr, read back as the same int or float on every database.
+    PostgreSQL's jsonb would read 1e20 back as its 21 digits, an integer, and -0.0 as 0.0."""
+
+    def from_db_value(self, value, expression, connection):
+        return None if value is None else number_from_text(value)
+
+    def to_python(self, value):
+        return number_from_text(value) if isinstance(value, str) else value
+
+    def get_prep_value(self, value):
+        return None if value is None else repr(value)
+
+
+def number_from_text(text: str) -> int | float:
+    """An int's repr is its digits (and a sign); a float's never is: it has a point, or an e."""
+    return int(text) if text.lstrip("-").isdigit() else float(text)
+
+
 class Key(models.Model):
     """One key a run has written, with its stats: the key table is read from here alone."""
 
@@ -321,9 +340,9 @@ class Key(models.Model):
     name = models.CharField(max_length=4096)
     order = models.IntegerField()  # 1 for the first key the run wrote
     count = models.IntegerField(default=0)
-    last = models.JSONField(null=True)
-    min = models.JSONField(null=True)
-    max = models.JSONField(null=True)
+    last = NumberField(null=True)
+    min = NumberField(null=True)
+    max = NumberField(null=True)
     passed_over = models.IntegerField(default=0)  # values that were NaN or Infinity
     first_passed_seq = models.IntegerField(null=True, blank=True)
 
