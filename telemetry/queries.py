@@ -108,11 +108,12 @@ def points(run_id: int, *, after: int = 0, upto: int | None = None) -> Iterator[
 
 def column_batches(
     run_id: int, x: str | None, keys: list[str], *, after: int = 0, upto: int | None = None
-) -> Iterator[list[Sequence]]:
+) -> Iterator[tuple[list[Sequence], bool]]:
     """The points a few windows at a time, as columns of equal length: x's values (the point's
-    seq when x is None), then each key's, None where a point lacks one. Columns, not rows: the
-    printing takes a batch with every value in one step (tables.series_of_columns). Only x's
-    and the keys' chunks are read."""
+    seq when x is None), then each key's, None where a point lacks one; with whether there is
+    no None at all, as the chunks tell without looking. Columns, not rows: the printing takes a
+    batch with every value in one step (tables.series_of_columns). Only x's and the keys'
+    chunks are read."""
     unsealed, sealed = _unsealed(run_id, after, upto)
     high = sealed if upto is None else min(upto, sealed)
     if high > after:
@@ -123,6 +124,7 @@ def column_batches(
             found = storage.columns(run_id, stored, first, last)
             xs: list = []
             values: list[list] = [[] for _ in keys]
+            whole = True
             for window in range(first, last + 1):
                 start = window_start(window)
                 low, end = max(after + 1, start) - start, min(high, start + WINDOW - 1) - start + 1
@@ -130,12 +132,14 @@ def column_batches(
                 if x is None:
                     xs += range(start + low, start + end)
                 else:
+                    whole = whole and chunks.covers(own.get(x_no), window, low, end)
                     xs += chunks.cells(own.get(x_no), window, low, end)
                 for column, number in zip(values, key_nos, strict=True):
+                    whole = whole and chunks.covers(own.get(number), window, low, end)
                     column += chunks.cells(own.get(number), window, low, end)
-            yield [xs, *values]
+            yield [xs, *values], whole
     xs = [seq for seq, _ in unsealed] if x is None else [data.get(x) for _, data in unsealed]
-    yield [xs, *([data.get(key) for _, data in unsealed] for key in keys)]
+    yield [xs, *([data.get(key) for _, data in unsealed] for key in keys)], False
 
 
 def series(

@@ -123,11 +123,16 @@ def series(
 
 
 def series_of_columns(
-    columns: Sequence[Sequence[Number | None]], sep: str = "\t", *, every: bool = False
+    columns: Sequence[Sequence[Number | None]],
+    sep: str = "\t",
+    *,
+    every: bool = False,
+    whole: bool = False,
 ) -> list[str]:
     r"""What `series` prints for the same points given as columns (x's values, then each key's,
     of equal length). A batch with every value, as most of a run's are, is formatted in one
-    step: the cells interleaved, one %-format for them all, no Python step a point.
+    step: the cells interleaved, one %-format for them all, no Python step a point. `whole`
+    says there is no None, as the chunks know: then it is not looked for.
 
     >>> series_of_columns([[100, 200], [2.31, 1.2]])
     ['100\t2.31\n200\t1.2\n']
@@ -137,7 +142,7 @@ def series_of_columns(
     count = len(columns[0]) if columns else 0
     if not count:
         return []
-    if any(not isinstance(column, range) and None in column for column in columns):
+    if not whole and any(not isinstance(c, range) and None in c for c in columns):
         return series(list(zip(*columns, strict=True)), sep, every=every)
     width = len(columns)
     cells: list = [None] * (count * width)

@@ -108,7 +108,7 @@ def test_columns_and_series_read_back_as_written_across_the_sealed_seq(run_of):
 
     rows = [
         row
-        for columns in queries.column_batches(telemetry.run.pk, "step", keys)
+        for columns, _ in queries.column_batches(telemetry.run.pk, "step", keys)
         for row in zip(*columns, strict=True)
     ]
     xs, ys = queries.series(telemetry.run.pk, "odd", "step", upto=1300)
@@ -121,6 +121,31 @@ def test_columns_and_series_read_back_as_written_across_the_sealed_seq(run_of):
         [n["step"] for n in flat if "odd" in n],
         [repr(n["odd"]) for n in flat if "odd" in n],
     )
+
+
+def test_a_batch_of_columns_says_it_is_whole_only_when_every_point_has_every_key(run_of):
+    lines = [
+        {"step": s, "loss": 1 / s, **({"eval": {"loss": s}} if s % 10 == 0 else {})}
+        for s in range(1, 3001)
+    ]
+    telemetry = run_of(lines)
+    run_id = telemetry.run.pk
+
+    def batches(x, keys):
+        return list(queries.column_batches(run_id, x, keys, after=500, upto=2900))
+
+    # Sealed windows first (2048 points), then the points stored whole.
+    whole = batches("step", ["loss"])
+    assert [flag for _, flag in whole] == [True, False]
+    assert sum(len(columns[0]) for columns, _ in whole) == 2400
+    for x, keys in (
+        ("step", ["loss", "eval.loss"]),
+        ("step", ["nowhere"]),
+        ("eval.loss", ["loss"]),
+    ):
+        sealed = batches(x, keys)[:-1]
+        assert sealed and not any(flag for _, flag in sealed), (x, keys)
+    assert all(flag for _, flag in batches(None, ["loss"])[:-1])
 
 
 def chunk_reads(captured) -> list[str]:

@@ -64,7 +64,8 @@ def print_points(source, report: queries.Report, keys: list[str], form: str | No
         out.write(tables.header_line(x, keys, sep))
 
         def render(batch):
-            return tables.series_of_columns(batch, sep, every=every)
+            columns, whole = batch
+            return tables.series_of_columns(columns, sep, every=every, whole=whole)
 
         def read(after, upto):
             return source.column_batches(report, x, keys, after, upto)
