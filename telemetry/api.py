@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from telemetry import comparison, downsample, logs, queries
 from telemetry.errors import Refused, RunNotFound
 from telemetry.layout import KEY_PATTERN, panels_for, stats_for
-from telemetry.lines import notice
+from telemetry.lines import MAX_POINTS, notice
 from telemetry.listing import PER_PAGE, ListingError
 from telemetry.listing import pages as pages_of
 from telemetry.listing import parse as parse_listing
@@ -29,6 +29,9 @@ from telemetry.models import Key, Run
 WHOLE = re.compile(r"[0-9]{1,18}")
 MAX_BUCKETS = 20_000
 MAX_POINTS_PAGE = 10_000
+# Points a ?raw=1 answer holds at most, whatever its keys: a run's whole key (lines.MAX_POINTS),
+# about 5 MB of JSON. Past it, a range or buckets: an answer is built whole before it is sent.
+MAX_RAW_POINTS = MAX_POINTS
 MAX_LOG_BYTES = logs.PAGE_BYTES
 
 # What a bad query parameter says, in one place: the text of each 400.
@@ -43,6 +46,8 @@ BAD_PARAMS = {
     "scale": '"scale" is "{value}", which is not one of linear, log',
     "panel": '"panel" is "{value}", which is not a panel of this run: it has {count}, from 0',
     "layout": '"layout" is "{value}", which is not one of the runs compared',
+    "raw": "raw=1 sends at most {most:,} points, and these keys have more: ask for a range of x"
+    " (low, high), or leave raw out for min/max buckets",
 }
 NDJSON = "application/x-ndjson"
 # A streamed answer is never reused without asking again. Not "no-store": Chromium reports a
@@ -268,6 +273,7 @@ def traces(
     """
     keys = {k.name: k for k in Key.objects.filter(run=run, name__in=ys)}
     out = []
+    sent = 0  # points at full resolution so far: a raw answer holds MAX_RAW_POINTS at most
     first_view = low is None and high is None and not raw and not weight
     for y in ys:
         summary = queries.overview(run.pk, y, x, upto=upto, buckets=first_view)
@@ -303,7 +309,11 @@ def traces(
             total = len(values)
             if scale == "log":
                 trace["off_log_scale"] = len(_in_range(off_scale, off_scale, low, high)[0])
-            if not raw:
+            if raw:
+                sent += len(values)
+                if sent > MAX_RAW_POINTS:
+                    raise _bad("raw", most=MAX_RAW_POINTS)
+            else:
                 xs, values = downsample.min_max(xs, values, buckets)
             drawn = len(values)
             xs, values = downsample.with_breaks(xs, values, holes)

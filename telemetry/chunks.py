@@ -215,13 +215,19 @@ def unpack(window: int, packed: Packed) -> Column:
 def cells(column: Column | None, window: int, low: int, end: int) -> list:
     """The column's values at the window's places low to end (not included), None where the
     key has none. A key on every point is sliced as it is."""
-    if column is not None:
-        seqs, start = column.seqs, window_start(window)
-        if isinstance(seqs, range) and seqs.step == 1:
-            first = seqs.start - start
-            if first <= low and end <= first + len(seqs):
-                return _listed(column.values[low - first : end - first])
+    if covers(column, window, low, end):
+        first = column.seqs.start - window_start(window)
+        return _listed(column.values[low - first : end - first])
     return spread(column, window)[low:end]
+
+
+def covers(column: Column | None, window: int, low: int, end: int) -> bool:
+    """Whether the key has a value at each of the window's places low to end: its cells() then
+    hold no None, and a printer need not look for one."""
+    if column is None or not isinstance(column.seqs, range) or column.seqs.step != 1:
+        return False
+    first = column.seqs.start - window_start(window)
+    return first <= low and end <= first + len(column.seqs)
 
 
 def spread(column: Column | None, window: int) -> list:

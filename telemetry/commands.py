@@ -19,7 +19,7 @@ from django.core.management import call_command
 from django.db import DatabaseError, connection, connections
 from djclick.adapter import CommandAdapter, CommandRegistrator, GroupAdapter
 
-from telemetry import remote
+from telemetry import migration_state, remote
 from telemetry.comparison import NotAComparison, run_numbers
 from telemetry.encryption import SecretsKeyError
 from telemetry.errors import Refused
@@ -28,6 +28,10 @@ from telemetry.logs import reader_gone
 from telemetry.models import RUN_NAME
 
 NOT_SET_UP = "{home} has no database yet; div migrate sets it up (div run and div serve do too)"
+EMPTY_DATABASE = (
+    "{database} has no tables yet; div migrate sets it up (div run and div serve do too)"
+)
+OUT_OF_DATE = "{database} was set up by an older div; div migrate brings it up to date"
 SERVER_ONLY = (
     "{command} works where the database is, and this machine's div is a client of {url} "
     "(the token of {where}): run it on the server, or set DIVERGENT_TOKEN= to use this machine's"
@@ -199,15 +203,29 @@ def server_only(command: str) -> None:
 
 
 def database_ready(*, writes: bool) -> None:
-    """A writer sets the database up (made, migrated) before it starts; a reader of a SQLite
-    home that has none says so, and leaves nothing behind, not even an empty file."""
-    if connection.vendor == "sqlite":
-        path = Path(connection.settings_dict["NAME"])
-        if not writes and not path.exists():
-            raise Refused(NOT_SET_UP.format(home=settings.DIVERGENT_HOME))
-        path.parent.mkdir(parents=True, exist_ok=True)
+    """A writer sets the database up (made, migrated) before it starts. A reader of a database
+    that is missing, empty or older than this div says so before it changes anything: no file
+    made or turned into a database, no home-id."""
+    sqlite = connection.vendor == "sqlite"
+    path = Path(connection.settings_dict["NAME"])
     if writes:
+        if sqlite:
+            path.parent.mkdir(parents=True, exist_ok=True)
         call_command("migrate", interactive=False, verbosity=0)
+        return
+    # A 0-byte file is what an older div's reader left; opening it would make it a database.
+    if sqlite and (not path.exists() or path.stat().st_size == 0):
+        raise Refused(NOT_SET_UP.format(home=settings.DIVERGENT_HOME))
+    missing = migration_state.unapplied()
+    if missing is None and sqlite:
+        raise Refused(NOT_SET_UP.format(home=settings.DIVERGENT_HOME))
+    where = (
+        f"the database in {settings.DIVERGENT_HOME}" if sqlite else migration_state.database_named()
+    )
+    if missing is None:
+        raise Refused(EMPTY_DATABASE.format(database=where))
+    if missing:
+        raise Refused(OUT_OF_DATE.format(database=where))
 
 
 def _missing_table(error: DatabaseError) -> bool:

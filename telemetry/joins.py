@@ -27,7 +27,7 @@ from telemetry.comparison import common_keys
 from telemetry.layout import panel_x
 from telemetry.lines import Number
 
-Row = tuple  # (x, the value of each column): what queries.column_batches hands out
+Row = tuple  # (x, the value of each column): a row of queries.column_batches' columns
 
 
 def joined_x(asked: str | None, written: Sequence[Sequence[str]]) -> str | None:

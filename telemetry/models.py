@@ -236,7 +236,8 @@ class Point(models.Model):
     newest points of a live run, fewer than a window of them. A row a point is the cheapest
     write there is, and a live run writes a few points at a time."""
 
-    run = models.ForeignKey(Run, models.CASCADE, related_name="point_set")
+    # No index of its own: the unique (run, seq) index below leads with the run.
+    run = models.ForeignKey(Run, models.CASCADE, related_name="point_set", db_index=False)
     seq = models.IntegerField()  # the point's place in the run: 1-based, gap-free
     # Its numbers as JSON text, as the ingester wrote it: read back as written on every database.
     data = models.TextField()
@@ -323,6 +324,25 @@ class OverviewPart(models.Model):
         return f"{self.overview} part {self.part}"
 
 
+class NumberField(models.TextField):
+    """A number as written: its repr, read back as the same int or float on every database.
+    PostgreSQL's jsonb would read 1e20 back as its 21 digits, an integer, and -0.0 as 0.0."""
+
+    def from_db_value(self, value, expression, connection):
+        return None if value is None else number_from_text(value)
+
+    def to_python(self, value):
+        return number_from_text(value) if isinstance(value, str) else value
+
+    def get_prep_value(self, value):
+        return None if value is None else repr(value)
+
+
+def number_from_text(text: str) -> int | float:
+    """An int's repr is its digits (and a sign); a float's never is: it has a point, or an e."""
+    return int(text) if text.lstrip("-").isdigit() else float(text)
+
+
 class Key(models.Model):
     """One key a run has written, with its stats: the key table is read from here alone."""
 
@@ -330,9 +350,9 @@ class Key(models.Model):
     name = models.CharField(max_length=4096)
     order = models.IntegerField()  # 1 for the first key the run wrote
     count = models.IntegerField(default=0)
-    last = models.JSONField(null=True)
-    min = models.JSONField(null=True)
-    max = models.JSONField(null=True)
+    last = NumberField(null=True)
+    min = NumberField(null=True)
+    max = NumberField(null=True)
     passed_over = models.IntegerField(default=0)  # values that were NaN or Infinity
     first_passed_seq = models.IntegerField(null=True, blank=True)
 

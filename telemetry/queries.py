@@ -106,28 +106,38 @@ def points(run_id: int, *, after: int = 0, upto: int | None = None) -> Iterator[
 
 def column_batches(
     run_id: int, x: str | None, keys: list[str], *, after: int = 0, upto: int | None = None
-) -> Iterator[list[tuple]]:
-    """Lists of (x, value of each key) per point, None where a point lacks one; x None is the
-    point's seq. Only x's and the keys' chunks are read."""
+) -> Iterator[tuple[list[Sequence], bool]]:
+    """The points a few windows at a time, as columns of equal length: x's values (the point's
+    seq when x is None), then each key's, None where a point lacks one; with whether there is
+    no None at all, as the chunks tell without looking. Columns, not rows: the printing takes a
+    batch with every value in one step (tables.series_of_columns). Only x's and the keys'
+    chunks are read."""
     unsealed, sealed = _unsealed(run_id, after, upto)
     high = sealed if upto is None else min(upto, sealed)
     if high > after:
         numbers = key_numbers(run_id, [x, *keys])
-        wanted = [numbers.get(name) for name in [x, *keys]]
-        stored = [number for number in wanted if number is not None]
+        x_no, key_nos = numbers.get(x), [numbers.get(name) for name in keys]
+        stored = [number for number in [x_no, *key_nos] if number is not None]
         for first, last in _window_groups(after + 1, high):
             found = storage.columns(run_id, stored, first, last)
-            batch: list[tuple] = []
+            xs: list = []
+            values: list[list] = [[] for _ in keys]
+            whole = True
             for window in range(first, last + 1):
                 start = window_start(window)
                 low, end = max(after + 1, start) - start, min(high, start + WINDOW - 1) - start + 1
                 own = found.get(window, {})
-                columns = [chunks.cells(own.get(number), window, low, end) for number in wanted]
                 if x is None:
-                    columns[0] = range(start + low, start + end)
-                batch += zip(*columns, strict=True)
-            yield batch
-    yield [(seq if x is None else data.get(x), *map(data.get, keys)) for seq, data in unsealed]
+                    xs += range(start + low, start + end)
+                else:
+                    whole = whole and chunks.covers(own.get(x_no), window, low, end)
+                    xs += chunks.cells(own.get(x_no), window, low, end)
+                for column, number in zip(values, key_nos, strict=True):
+                    whole = whole and chunks.covers(own.get(number), window, low, end)
+                    column += chunks.cells(own.get(number), window, low, end)
+            yield [xs, *values], whole
+    xs = [seq for seq, _ in unsealed] if x is None else [data.get(x) for _, data in unsealed]
+    yield [xs, *([data.get(key) for _, data in unsealed] for key in keys)], False
 
 
 def series(

@@ -130,8 +130,9 @@ class Table(Printer):
     def read(self, source, i: int, report: Report, after: int, upto: int):
         return source.column_batches(report, self.x, self.keys, after, upto)
 
-    def lines(self, i: int, batch: list) -> Iterable[str]:
-        return tables.series(batch, self.sep, every=self.every)
+    def lines(self, i: int, batch: tuple[list, bool]) -> Iterable[str]:
+        columns, whole = batch
+        return tables.series_of_columns(columns, self.sep, every=self.every, whole=whole)
 
 
 class Joined(Printer):
@@ -148,8 +149,9 @@ class Joined(Printer):
     def read(self, source, i: int, report: Report, after: int, upto: int):
         return source.column_batches(report, self.x, self.columns[i], after, upto)
 
-    def lines(self, i: int, batch: list) -> Iterable[str]:
-        self.join.add(i, batch)
+    def lines(self, i: int, batch: tuple[list, bool]) -> Iterable[str]:
+        columns, _ = batch
+        self.join.add(i, zip(*columns, strict=True))
         return []
 
     def ended(self, i: int) -> None:

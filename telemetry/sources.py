@@ -153,12 +153,10 @@ class Remote:
             after = found[-1]["seq"]
 
     def column_batches(self, report, x, keys, after: int, upto: int):
+        """As queries.column_batches: x's column, then each key's (the printer looks for None)."""
         for batch in self.point_batches(report, after, upto):
-            if x is None:
-                yield [(seq, *map(data.get, keys)) for seq, data in batch]
-            else:
-                wanted = [x, *keys]
-                yield [tuple(map(data.get, wanted)) for _, data in batch]
+            xs = [seq for seq, _ in batch] if x is None else [data.get(x) for _, data in batch]
+            yield [xs, *([data.get(key) for _, data in batch] for key in keys)], False
 
     def log(self, name: str, out: BinaryIO, *, follow: bool) -> None:
         """As logs.follow: the bytes as written, until the run has ended (following)."""

@@ -107,7 +107,9 @@ def test_columns_and_series_read_back_as_written_across_the_sealed_seq(run_of):
     keys = ["loss", "wide", "huge", "mixed", "eval.loss", "odd", "nowhere"]
 
     rows = [
-        row for batch in queries.column_batches(telemetry.run.pk, "step", keys) for row in batch
+        row
+        for columns, _ in queries.column_batches(telemetry.run.pk, "step", keys)
+        for row in zip(*columns, strict=True)
     ]
     xs, ys = queries.series(telemetry.run.pk, "odd", "step", upto=1300)
 
@@ -119,6 +121,31 @@ def test_columns_and_series_read_back_as_written_across_the_sealed_seq(run_of):
         [n["step"] for n in flat if "odd" in n],
         [repr(n["odd"]) for n in flat if "odd" in n],
     )
+
+
+def test_a_batch_of_columns_says_it_is_whole_only_when_every_point_has_every_key(run_of):
+    lines = [
+        {"step": s, "loss": 1 / s, **({"eval": {"loss": s}} if s % 10 == 0 else {})}
+        for s in range(1, 3001)
+    ]
+    telemetry = run_of(lines)
+    run_id = telemetry.run.pk
+
+    def batches(x, keys):
+        return list(queries.column_batches(run_id, x, keys, after=500, upto=2900))
+
+    # Sealed windows first (2048 points), then the points stored whole.
+    whole = batches("step", ["loss"])
+    assert [flag for _, flag in whole] == [True, False]
+    assert sum(len(columns[0]) for columns, _ in whole) == 2400
+    for x, keys in (
+        ("step", ["loss", "eval.loss"]),
+        ("step", ["nowhere"]),
+        ("eval.loss", ["loss"]),
+    ):
+        sealed = batches(x, keys)[:-1]
+        assert sealed and not any(flag for _, flag in sealed), (x, keys)
+    assert all(flag for _, flag in batches(None, ["loss"])[:-1])
 
 
 def chunk_reads(captured) -> list[str]:
@@ -223,6 +250,36 @@ def test_a_run_deleted_takes_its_chunks_and_overviews_with_it(run_of):
     assert not Key.objects.exists()
     for model in ("Chunk", "Overview", "OverviewPart", "Point"):
         assert not getattr(storage.models, model).objects.exists(), model
+
+
+def plan_of(sql: str, params: list) -> str:
+    """How the database would run a statement; PostgreSQL told to use an index if it can, as
+    it would on a table of many runs."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute(f"EXPLAIN QUERY PLAN {sql}", params)
+            return " ".join(row[-1] for row in cursor.fetchall())
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute(f"EXPLAIN {sql}", params)
+        return " ".join(row[0] for row in cursor.fetchall())
+
+
+def test_whole_points_have_one_index_the_unique_run_and_seq_which_serves_the_run_too(run_of):
+    telemetry = run_of([{"step": s, "loss": 1.0} for s in range(1, 1500)])
+    with connection.cursor() as cursor:
+        found = connection.introspection.get_constraints(cursor, Point._meta.db_table)
+
+    indexes = {
+        name: c["columns"]
+        for name, c in found.items()
+        if (c["index"] or c["unique"]) and not c["primary_key"]
+    }
+    assert indexes == {"one_point_per_seq": ["run_id", "seq"]}
+    # What deleting a run asks of its whole points, and the foreign key's check: by index.
+    plan = plan_of(f"SELECT 1 FROM {Point._meta.db_table} WHERE run_id = %s", [telemetry.run.pk])
+    assert "SCAN" not in plan and "Seq Scan" not in plan, plan
+    telemetry.run.delete()
+    assert not Point.objects.exists()
 
 
 def test_the_points_api_reads_across_the_sealed_seq(run_of, alice):
