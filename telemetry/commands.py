@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import os
 import re
+import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -30,7 +31,7 @@ from telemetry.errors import Refused
 from telemetry.layout import LayoutError
 from telemetry.logs import reader_gone
 from telemetry.models import RUN_NAME
-from telemetry.names import one_line, shown
+from telemetry.names import SHOWN_PATH, one_line, shown
 
 NOT_SET_UP = "{home} has no database yet; div migrate sets it up (div run and div serve do too)"
 SERVER_ONLY = (
@@ -47,6 +48,12 @@ NOT_A_RUN = "{value} is not a run's name; name it like run-7 or 7"
 USAGE = "{where}: {what}; {where} --help lists the options"
 CANNOT_WRITE = "div: cannot write to stdout ({why})"
 NOT_A_PORT = "{value} is not a port; use 1 to 65535, or 0 for any free one"
+NOT_A_HOST = (
+    "{value} is not an address of this machine{why}; name one, like 127.0.0.1, or 0.0.0.0 "
+    "for all of them"
+)
+NO_PATH = '"" names no {kind}; name {which}, like {like}'
+NOT_A_DIRECTORY = "{path} is not a directory; name {which}, like {like}"
 
 
 class RunName(click.ParamType):
@@ -119,6 +126,44 @@ class Port(click.ParamType):
         # A number as it was written, as JSON would show it; any other text quoted.
         number = re.fullmatch(r"-?[0-9]{1,20}", text)
         self.fail(NOT_A_PORT.format(value=text if number else shown(text)), param, ctx)
+
+
+class Host(click.ParamType):
+    """An address of this machine to listen on, or a name that resolves to one."""
+
+    name = "host"
+
+    def convert(self, value, param, ctx) -> str:
+        why = ""
+        try:
+            if value:
+                socket.getaddrinfo(value, None, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+                return value
+        except socket.gaierror as e:
+            why = f" ({e.strerror.lower()})" if e.strerror else ""
+        except (UnicodeError, ValueError):  # a label too long for a name, a NUL in it
+            pass
+        self.fail(NOT_A_HOST.format(value=shown(value), why=why), param, ctx)
+
+
+class GivenPath(click.ParamType):
+    """A path, never "": Path("") is ".", and `div run "" -- CMD` would ship where it stands.
+    A directory's is one, as click.Path(exists=True) would have it: a usage error, else."""
+
+    name = "path"
+
+    def __init__(self, kind: str, which: str, like: str):
+        self.kind, self.which, self.like = kind, which, like
+
+    def convert(self, value, param, ctx) -> Path:
+        if isinstance(value, Path):
+            return value
+        said = {"which": self.which, "like": self.like}
+        if not value:
+            self.fail(NO_PATH.format(kind=self.kind, **said), param, ctx)
+        if self.kind == "directory" and not os.path.isdir(value):
+            self.fail(NOT_A_DIRECTORY.format(path=shown(value, SHOWN_PATH), **said), param, ctx)
+        return Path(value)
 
 
 class NamedInErrors:
@@ -267,6 +312,13 @@ def _say(line: str) -> None:
     """An error, on one line whatever values it shows."""
     sys.stderr.write(one_line(line) + "\n")
     sys.stderr.flush()
+
+
+def secret_key_ready() -> None:
+    """The key sessions and login links are signed with, read (or made) first: a key file
+    that cannot be read stops the command before it makes a user it cannot link to, or
+    serves pages whose every login would fail."""
+    str(settings.SECRET_KEY)
 
 
 def database_configured() -> None:

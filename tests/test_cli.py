@@ -125,6 +125,26 @@ USAGE_ERRORS = [
         ["run", ".", "--detach=yes"],
         "div run: --detach takes no value; div run --help lists the options",
     ),
+    (
+        ["run", "", "--", "true"],
+        'div run: DIRECTORY: "" names no directory; name the one to ship, like . or ./project; '
+        "div run --help lists the options",
+    ),
+    (
+        ["run", "no-such-dir", "--", "true"],
+        'div run: DIRECTORY: "no-such-dir" is not a directory; name the one to ship, like . or '
+        "./project; div run --help lists the options",
+    ),
+    (
+        ["run", ".", "--telemetry", "", "--", "true"],
+        'div run: --telemetry: "" names no file; name the layout file, like ./telemetry.toml; '
+        "div run --help lists the options",
+    ),
+    (
+        ["serve", "--host", ""],
+        'div serve: --host: "" is not an address of this machine; name one, like 127.0.0.1, or '
+        "0.0.0.0 for all of them; div serve --help lists the options",
+    ),
 ]
 
 

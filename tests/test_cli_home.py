@@ -38,6 +38,36 @@ def set_up(home) -> None:
     assert home_div(home, "migrate").returncode == 0
 
 
+def test_an_empty_key_file_is_one_line_and_no_user_is_made(tmp_path):
+    set_up(tmp_path)
+    (tmp_path / "secret_key").write_text("")
+
+    one_line_error(
+        home_div(tmp_path, "user", "add", "bob"),
+        1,
+        f"div: {tmp_path}/secret_key is empty; {KEY_ADVICE}",
+    )
+    one_line_error(
+        home_div(tmp_path, "user", "link", "bob"),
+        1,
+        f"div: {tmp_path}/secret_key is empty; {KEY_ADVICE}",
+    )
+    assert (tmp_path / "secret_key").read_text() == ""  # never made again over it
+    (tmp_path / "secret_key").unlink()
+    assert home_div(tmp_path, "user", "add", "bob").returncode == 0  # bob was not made before
+
+
+def test_a_key_file_that_is_a_folder_is_one_line(tmp_path):
+    set_up(tmp_path)
+    (tmp_path / "secret_key").mkdir()
+
+    one_line_error(
+        home_div(tmp_path, "serve", "--port", "0"),
+        1,
+        f"div: cannot read {tmp_path}/secret_key (is a directory); {KEY_ADVICE}",
+    )
+
+
 def test_an_empty_home_id_refuses_a_run_in_one_line_and_makes_none(tmp_path):
     set_up(tmp_path)
     (tmp_path / "home-id").write_text("")

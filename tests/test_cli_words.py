@@ -4,7 +4,9 @@ error is one line, exit 2 for words it cannot read, 1 for a request it turns dow
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -152,6 +154,14 @@ ODD_VALUES = [
         "div user add: Got unexpected extra argument (b\\nc); "
         "div user add --help lists the options",
     ),
+    (
+        ["run", "/no/such\n" + "d" * 300, "--", "true"],
+        2,
+        "div run: DIRECTORY: "
+        + json.dumps(("/no/such\n" + "d" * 300)[:200])
+        + " is not a directory; name the one to ship, like . or ./project; "
+        "div run --help lists the options",
+    ),
 ]
 
 
@@ -160,3 +170,26 @@ ODD_VALUES = [
 )
 def test_an_error_that_shows_a_value_stays_one_line(div, args, code, said):
     one_line_error(div(*args), code, said)
+
+
+# ---- div serve --host ---------------------------------------------------------------------------
+
+
+def test_a_host_that_names_no_address_is_a_usage_error_naming_host(div):
+    done = div("serve", "--host", "nosuch.invalid", "--port", "0")
+
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert re.fullmatch(
+        r'div serve: --host: "nosuch\.invalid" is not an address of this machine \([a-z ]+\); '
+        r"name one, like 127\.0\.0\.1, or 0\.0\.0\.0 for all of them; "
+        r"div serve --help lists the options\n",
+        done.stderr,
+    ), done.stderr
+
+
+def test_an_address_of_another_machine_is_refused_naming_host(div):
+    one_line_error(
+        div("serve", "--host", "192.0.2.1", "--port", "0"),  # TEST-NET-1: never this machine's
+        1,
+        "div: cannot serve on 192.0.2.1:0: Cannot assign requested address; pick another --host",
+    )
