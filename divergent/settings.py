@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import math
 import os
 import secrets
 import zoneinfo
@@ -59,11 +60,11 @@ def env_url(name: str) -> str | None:
 def http_url(name: str, value: str) -> str:
     """The address without its trailing slash, or BadSetting naming what was wrong (`div login`
     checks the address it is given with the same rule)."""
-    parts = urlsplit(value)
     try:
+        parts = urlsplit(value)  # raises on a bracket left open (http://[::1)
         parts.port  # noqa: B018  (raises on a port that is not a number)
     except ValueError:
-        parts = parts._replace(netloc="")
+        parts = urlsplit("")
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.query:
         raise BadSetting(
             f"{name}={value!r} is not an http:// or https:// address, like https://div.example.com"
@@ -94,9 +95,16 @@ DATABASE_ENGINES = ("django.db.backends.postgresql", "django.db.backends.sqlite3
 
 def env_redis(name: str) -> str | None:
     value = os.environ.get(name) or None
-    if value is not None and urlsplit(value).scheme not in ("redis", "rediss", "unix"):
+    if value is not None and _scheme(value) not in ("redis", "rediss", "unix"):
         raise BadSetting(f"{name} is not a Redis URL; write it like redis://127.0.0.1:6379/0")
     return value
+
+
+def _scheme(url: str) -> str:
+    try:
+        return urlsplit(url).scheme
+    except ValueError:  # a bracket left open: no URL at all
+        return ""
 
 
 def env_zone(name: str, default: str) -> str:
@@ -121,28 +129,60 @@ def env_secret_key(name: str):
 def _home_key() -> str:
     from django.conf import settings
 
-    return made_once(settings.DIVERGENT_HOME / "secret_key", lambda: secrets.token_urlsafe(50))
+    return made_once(
+        settings.DIVERGENT_HOME / "secret_key",
+        lambda: secrets.token_urlsafe(50),
+        advice=(
+            "remove it and a new key is made (login links and sessions signed with the old one "
+            "stop working), or set SECRET_KEY"
+        ),
+    )
 
 
-def made_once(path: Path, make) -> str:
+def made_once(path: Path, make, *, advice: str) -> str:
     """What the file at path says, made (mode 0600) with make() the first time: written aside,
-    then linked in, so two processes starting at once keep the same value."""
+    then linked in, so two processes starting at once keep the same value. A file there that
+    cannot be read, or says nothing, is BadSetting naming it, with `advice` on what to do:
+    nothing is made over what it may have held."""
+    kept = _kept(path, advice)
+    if kept is not None:
+        return kept
     try:
-        return path.read_text().strip()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        draft = path.with_name(f".{path.name}.{os.getpid()}")
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(make() + "\n")
+        try:
+            os.link(draft, path)
+        except FileExistsError:
+            pass
+        finally:
+            draft.unlink()
+    except OSError as e:
+        raise BadSetting(
+            f"cannot make {path} ({_why(e)}); point DIVERGENT_HOME at a folder this user can write"
+        ) from None
+    return _kept(path, advice) or ""
+
+
+def _kept(path: Path, advice: str) -> str | None:
+    """The file's value; None when there is no file."""
+    try:
+        value = path.read_text().strip()
     except FileNotFoundError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    draft = path.with_name(f".{path.name}.{os.getpid()}")
-    fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(make() + "\n")
-    try:
-        os.link(draft, path)
-    except FileExistsError:
-        pass
-    finally:
-        draft.unlink()
-    return path.read_text().strip()
+        return None
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadSetting(f"cannot read {path} ({_why(e)}); {advice}") from None
+    if not value:
+        raise BadSetting(f"{path} is empty; {advice}")
+    return value
+
+
+def _why(error: Exception) -> str:
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror.lower()
+    return "not UTF-8 text" if isinstance(error, UnicodeDecodeError) else str(error)
 
 
 def env_seconds(name: str, default: float) -> float:
@@ -150,12 +190,29 @@ def env_seconds(name: str, default: float) -> float:
     if not value:
         return default
     try:
-        return float(value)
+        seconds = float(value)
     except ValueError:
-        raise BadSetting(f"{name}={value!r} is not a number of seconds; set it like 30") from None
+        seconds = math.nan
+    if not 0 <= seconds < math.inf:  # nan, inf and below zero are no time to wait
+        raise BadSetting(f"{name}={value!r} is not a number of seconds; set it like 30")
+    return seconds
 
 
-DIVERGENT_HOME = Path(os.environ.get("DIVERGENT_HOME") or BASE_DIR / "var").resolve()
+def env_home(name: str, default: Path) -> Path:
+    """The folder, made later by whatever writes there: refused now if a file is in its way."""
+    home = Path(os.environ.get(name) or default).resolve()
+    for folder in (home, *home.parents):
+        if os.path.exists(folder):
+            if not os.path.isdir(folder):
+                raise BadSetting(
+                    f"{name}={str(home)!r} cannot be a folder: {folder} is a file; "
+                    f"point {name} at a folder (it is made if missing)"
+                )
+            break
+    return home
+
+
+DIVERGENT_HOME = env_home("DIVERGENT_HOME", BASE_DIR / "var")
 RUNS_DIR = DIVERGENT_HOME / "runs"
 DIVERGENT_URL = env_url("DIVERGENT_URL")
 # Read when a run ships, where a bad value is one line of `div run` (telemetry/shipping.py).
@@ -210,7 +267,14 @@ TEMPLATES = [
     },
 ]
 
-_database = env_database("DATABASE_URL")
+try:
+    _database = env_database("DATABASE_URL")
+    DATABASE_ERROR = None
+except BadSetting as e:
+    # A GPU machine's div (one with a token: telemetry/remote.py) never opens the database, so
+    # a DATABASE_URL left in its environment stops only the commands that would: divergent/cli.py
+    # says so in one line. Nothing can connect to this engine.
+    _database, DATABASE_ERROR = {"ENGINE": "django.db.backends.dummy"}, str(e)
 if _database:
     DATABASES = {"default": _database}
 else:

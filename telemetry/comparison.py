@@ -10,12 +10,11 @@ I/O; the page, its API and its websocket call it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from telemetry.downsample import BUCKETS
 from telemetry.errors import Refused
-from telemetry.names import run_number
+from telemetry.names import run_number, shown
 
 # The most runs one comparison holds: each keeps a colour of its own (rules.js, RUN_COLORS),
 # and at 20 a panel already draws as many points as a run's tab draws at its 2,000 buckets.
@@ -66,11 +65,6 @@ def shown_layout(name: str | None, numbers: Sequence[int]) -> int:
     if number is None or number not in numbers:
         raise NotAComparison(NOT_COMPARED.format(name=shown(name)))
     return number
-
-
-def shown(name: str) -> str:
-    """A name as an error shows it: quoted, its first 40 characters, escaped onto one line."""
-    return json.dumps(name[:40], ensure_ascii=False)
 
 
 def trace_buckets(runs: int) -> int:

@@ -13,17 +13,36 @@ from pathlib import Path
 from django.conf import settings
 
 from divergent.settings import made_once
+from telemetry.errors import Refused
 
 HOME_ID_FILE = "home-id"
 
+# What to do when the id cannot be read: a new one leaves the runs made here before to no home.
+LOST = (
+    "restore it, or remove it and a new id is made (the runs made here before then belong to "
+    "no home: their telemetry is no longer read)"
+)
+
+CANNOT_MAKE = "cannot make {folder} ({why}); point {variable} at a folder this user can write"
+
 _known: dict[Path, str] = {}
+
+
+def folder_made(folder: Path, variable: str = "DIVERGENT_HOME") -> None:
+    """The folder (the home, or the one the database file is in), made if missing; Refused
+    naming the variable that chose it when it cannot be."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        why = (e.strerror or str(e)).lower()
+        raise Refused(CANNOT_MAKE.format(folder=folder, why=why, variable=variable)) from None
 
 
 def home_id() -> str:
     """This home's id, made the first time it is asked for."""
     home = Path(settings.DIVERGENT_HOME)
     if home not in _known:
-        _known[home] = made_once(home / HOME_ID_FILE, lambda: secrets.token_hex(16))
+        _known[home] = made_once(home / HOME_ID_FILE, lambda: secrets.token_hex(16), advice=LOST)
     return _known[home]
 
 

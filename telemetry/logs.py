@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from divergent.streams import StdoutFailed
 from telemetry import following
 from telemetry.following import Look
 from telemetry.ingest import Follower
@@ -45,14 +46,19 @@ def reader_gone(stream) -> None:
     """The reader of stream went away (`| head`): what is still buffered for it, and anything
     written later, goes nowhere, quietly."""
     try:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, stream.fileno())
+        finally:
+            os.close(null)
     except (OSError, ValueError):
         pass
 
 
 class Printer:
-    """Writes to a stream until its reader goes away, then to nowhere: for output that is
-    not the point of what runs (`div run … | head -1` takes the run's name and goes)."""
+    """Writes to a stream until its reader goes away, or it fails otherwise (a full disk),
+    then to nowhere: for output that is not the point of what runs (`div run … | head -1`
+    takes the run's name and goes; the run goes on to its end)."""
 
     def __init__(self, stream: BinaryIO):
         self.stream = stream
@@ -64,7 +70,7 @@ class Printer:
         try:
             self.stream.write(data)
             self.stream.flush()
-        except BrokenPipeError:
+        except (OSError, StdoutFailed):
             self.gone = True
             reader_gone(self.stream)
 

@@ -4,6 +4,7 @@ once it listens: the first user's login link, the demo run, the address it serve
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import socket
 import threading
@@ -18,7 +19,7 @@ from telemetry.ingest import IDLE_SECONDS, Ingester, ingester_present
 
 log = logging.getLogger("divergent.serve")
 
-CANNOT_SERVE = "cannot serve on {host}:{port}: {why}; pick another --port"
+CANNOT_SERVE = "cannot serve on {host}:{port}: {why}; pick another {option}"
 
 
 def serve(host: str, port: int, *, with_demo: bool, say: Callable[[str], None]) -> None:
@@ -73,9 +74,9 @@ def run_daphne(host: str, port: int, listening: Callable[[int], None]) -> None:
                 self.stop()
 
         def listen_error(self, failure):
-            error = failure.value
-            why = getattr(getattr(error, "socketError", None), "strerror", None) or error
-            failed.append(Refused(CANNOT_SERVE.format(host=host, port=port, why=why)))
+            error = getattr(failure.value, "socketError", None)
+            why = getattr(error, "strerror", None) or failure.value
+            failed.append(Refused(cannot_serve(host, port, why, getattr(error, "errno", None))))
             self.stop()
 
     def begin():
@@ -107,7 +108,13 @@ def check_free(host: str, port: int) -> None:
         try:
             probe.bind((host, port))
         except OSError as e:
-            raise Refused(CANNOT_SERVE.format(host=host, port=port, why=e.strerror)) from None
+            raise Refused(cannot_serve(host, port, e.strerror, e.errno)) from None
+
+
+def cannot_serve(host: str, port: int, why: object, code: int | None) -> str:
+    """What to change: the port when it is taken or kept for root, else the address."""
+    option = "--port" if code in (errno.EADDRINUSE, errno.EACCES) else "--host"
+    return CANNOT_SERVE.format(host=host, port=port, why=why, option=option)
 
 
 async def ingest_forever(stop: threading.Event) -> None:

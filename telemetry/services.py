@@ -28,7 +28,7 @@ from django.utils.http import urlsafe_base64_encode
 
 from telemetry import address, encryption, homes, live, processes, shipping, storage
 from telemetry.errors import Refused
-from telemetry.layout import LayoutError, default_layout, parse_layout
+from telemetry.layout import MAX_FILE_BYTES, TOO_BIG, LayoutError, default_layout, parse_layout
 from telemetry.lines import notice
 from telemetry.listing import card_values, sparkline_pair
 from telemetry.masking import MIN_LENGTH, Masker, too_plain, too_short
@@ -44,7 +44,7 @@ from telemetry.models import (
     StatValue,
     Token,
 )
-from telemetry.names import slug
+from telemetry.names import SHOWN_PATH, shown, slug
 from telemetry.sealing import Sealing
 from telemetry.sparkline import Spark
 from telemetry.tailing import Mark
@@ -163,12 +163,34 @@ def layout_read(*, directory: Path | None, telemetry: Path | None) -> tuple[str,
     path = telemetry if telemetry is not None else (directory / LAYOUT_FILE if directory else None)
     if path is None or (telemetry is None and not path.exists()):
         return "", ""
+    shown_path = shown(str(path), most=SHOWN_PATH)
     try:
-        source = path.read_text(encoding="utf-8")
+        # Opened without waiting (a FIFO would wait for a writer forever), read only if it is
+        # a file, and never past the most a layout may be (/dev/zero never ends).
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+            kind = stat.S_IFMT(os.fstat(f.fileno()).st_mode)
+            if kind != stat.S_IFREG:
+                why = NOT_A_FILE.get(kind, "is not a file")
+                raise LayoutError(NO_LAYOUT_FILE.format(path=shown_path, why=why))
+            data = f.read(MAX_FILE_BYTES + 1)
+            size = max(len(data), os.fstat(f.fileno()).st_size)
+        if size > MAX_FILE_BYTES:
+            raise LayoutError(TOO_BIG.format(size=size, most=MAX_FILE_BYTES // 2**20))
+        source = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         why = e.strerror if isinstance(e, OSError) and e.strerror else "not UTF-8 text"
-        raise LayoutError(NO_LAYOUT_FILE.format(path=path, why=why.lower())) from None
+        raise LayoutError(NO_LAYOUT_FILE.format(path=shown_path, why=why.lower())) from None
     return source, str(path)
+
+
+# How a layout file that is not one is said: os.open takes them all, read or not.
+NOT_A_FILE = {
+    stat.S_IFDIR: "is a directory",
+    stat.S_IFIFO: "is a FIFO, not a file",
+    stat.S_IFCHR: "is a device, not a file",
+    stat.S_IFBLK: "is a device, not a file",
+    stat.S_IFSOCK: "is a socket, not a file",
+}
 
 
 def run_create(

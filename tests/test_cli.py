@@ -124,6 +124,52 @@ USAGE_ERRORS = [
         "div secrets --help lists the options",
     ),
     (["run"], "div run: DIRECTORY is missing; div run --help lists the options"),
+    # A group's command is named whole, whatever click's parser found wrong.
+    (
+        ["user", "add", "x", "--url"],
+        "div user add: --url needs a value; div user add --help lists the options",
+    ),
+    (
+        ["org", "add", "x", "--member"],
+        "div org add: --member needs a value; div org add --help lists the options",
+    ),
+    (
+        ["token", "create", "--user"],
+        "div token create: --user needs a value; div token create --help lists the options",
+    ),
+    (
+        ["user", "nosuch"],
+        'div user: there is no command "nosuch"; name one of its commands: add, link; '
+        "div user --help lists the options",
+    ),
+    (
+        ["telemetry", "--x"],
+        "div telemetry: --x needs a value; div telemetry --help lists the options",
+    ),
+    (
+        ["run", ".", "--detach=yes"],
+        "div run: --detach takes no value; div run --help lists the options",
+    ),
+    (
+        ["run", "", "--", "true"],
+        'div run: DIRECTORY: "" names no directory; name the one to ship, like . or ./project; '
+        "div run --help lists the options",
+    ),
+    (
+        ["run", "no-such-dir", "--", "true"],
+        'div run: DIRECTORY: "no-such-dir" is not a directory; name the one to ship, like . or '
+        "./project; div run --help lists the options",
+    ),
+    (
+        ["run", ".", "--telemetry", "", "--", "true"],
+        'div run: --telemetry: "" names no file; name the layout file, like ./telemetry.toml; '
+        "div run --help lists the options",
+    ),
+    (
+        ["serve", "--host", ""],
+        'div serve: --host: "" is not an address of this machine; name one, like 127.0.0.1, or '
+        "0.0.0.0 for all of them; div serve --help lists the options",
+    ),
 ]
 
 
@@ -302,6 +348,37 @@ def test_div_migrate_sets_up_a_home_that_does_not_exist_yet(tmp_path):
             "DIVERGENT_DB_TIMEOUT",
             "soon",
             "div: DIVERGENT_DB_TIMEOUT='soon' is not a number of seconds; set it like 30",
+        ),
+        # A float, but no time to wait.
+        *(
+            (
+                "DIVERGENT_DB_TIMEOUT",
+                value,
+                f"div: DIVERGENT_DB_TIMEOUT='{value}' is not a number of seconds; set it like 30",
+            )
+            for value in ("nan", "-5", "inf")
+        ),
+        (
+            "DIVERGENT_REMOTE_LOST_AFTER",
+            "-1",
+            "div: DIVERGENT_REMOTE_LOST_AFTER='-1' is not a number of seconds; set it like 30",
+        ),
+        (
+            "DIVERGENT_URL",
+            "http://[::1",
+            "div: DIVERGENT_URL='http://[::1' is not an http:// or https:// address, "
+            "like https://div.example.com",
+        ),
+        (
+            "REDIS_URL",
+            "redis://[::1",
+            "div: REDIS_URL is not a Redis URL; write it like redis://127.0.0.1:6379/0",
+        ),
+        (
+            "DIVERGENT_HOME",
+            "/dev/null",
+            "div: DIVERGENT_HOME='/dev/null' cannot be a folder: /dev/null is a file; "
+            "point DIVERGENT_HOME at a folder (it is made if missing)",
         ),
     ],
 )

@@ -181,6 +181,10 @@ def test_a_bad_key_in_the_environment_is_one_line_naming_the_variable(div):
 def test_a_key_that_cannot_be_read_or_made_is_one_line(div, tmp_path):
     (tmp_path / "file").write_text("")
     div.env["DIVERGENT_HOME"] = str(tmp_path / "file")
+    in_a_file = div("secrets", "set", "acme", "HF_TOKEN", input=SECRET)
+
+    (tmp_path / "folder" / encryption.KEY_FILE).mkdir(parents=True)
+    div.env["DIVERGENT_HOME"] = str(tmp_path / "folder")
     unreadable = div("secrets", "set", "acme", "HF_TOKEN", input=SECRET)
 
     (tmp_path / "home").mkdir()
@@ -188,8 +192,15 @@ def test_a_key_that_cannot_be_read_or_made_is_one_line(div, tmp_path):
     div.env["DIVERGENT_HOME"] = str(tmp_path / "home")
     unmakeable = div("secrets", "set", "acme", "HF_TOKEN", input=SECRET)
 
-    path = tmp_path / "file" / encryption.KEY_FILE
-    message = encryption.UNREADABLE_KEY.format(path=path, why="not a directory")
+    # A home that is a file stops every command before any key is looked for.
+    home = tmp_path / "file"
+    assert (in_a_file.returncode, in_a_file.stderr) == (
+        1,
+        f"div: DIVERGENT_HOME='{home}' cannot be a folder: {home} is a file; "
+        "point DIVERGENT_HOME at a folder (it is made if missing)\n",
+    )
+    path = tmp_path / "folder" / encryption.KEY_FILE
+    message = encryption.UNREADABLE_KEY.format(path=path, why="is a directory")
     assert (unreadable.returncode, unreadable.stderr) == (1, f"div: {message}\n")
     path = tmp_path / "home" / encryption.KEY_FILE
     message = encryption.UNWRITABLE_KEY.format(path=path, why="no such file or directory")

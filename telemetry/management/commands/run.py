@@ -4,23 +4,22 @@ from __future__ import annotations
 
 import sys
 from functools import partial
-from pathlib import Path
 
 import click
 
 from telemetry import client_runs, logs, remote, runner, services
-from telemetry.commands import command
+from telemetry.commands import GivenPath, command
 
 
 @command(
     help="Ships DIR and runs COMMAND there, recording its log and telemetry.",
     short_help="Ship DIR and run COMMAND, recording its telemetry.",
 )
-@click.argument("directory", type=click.Path(path_type=Path))
+@click.argument("directory", type=GivenPath("directory", "the one to ship", ". or ./project"))
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- COMMAND...")
 @click.option(
     "--telemetry",
-    type=click.Path(path_type=Path),
+    type=GivenPath("file", "the layout file", "./telemetry.toml"),
     metavar="FILE",
     help="Another layout file than DIR/telemetry.toml.",
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from telemetry import server
-from telemetry.commands import SERVER, Port, command
+from telemetry.commands import SERVER, Host, Port, command, secret_key_ready
 
 
 @command(
@@ -13,7 +13,9 @@ from telemetry.commands import SERVER, Port, command
     short_help="Serve the web app, with its ingester.",
     help="Serves the web app, with the ingester running inside it.",
 )
-@click.option("--host", default="127.0.0.1", show_default=True, help="The address to listen on.")
+@click.option(
+    "--host", type=Host(), default="127.0.0.1", show_default=True, help="The address to listen on."
+)
 @click.option(
     "--port",
     type=Port(),
@@ -23,4 +25,5 @@ from telemetry.commands import SERVER, Port, command
 )
 @click.option("--demo", is_flag=True, help="Start a demo run streaming telemetry.")
 def command(host, port, demo):
+    secret_key_ready()
     server.serve(host, port, with_demo=demo, say=lambda line: click.echo(line))

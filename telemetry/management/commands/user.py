@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from telemetry import services
-from telemetry.commands import SERVER, group
+from telemetry.commands import SERVER, group, secret_key_ready
 
 URL_HELP = "The server's address (default: DIVERGENT_URL, else where div serve last served)."
 
@@ -16,7 +16,7 @@ URL_HELP = "The server's address (default: DIVERGENT_URL, else where div serve l
     help="Users: no passwords; each logs in with a one-time link.",
 )
 def command():
-    pass
+    secret_key_ready()
 
 
 @command.command(help="Make a user and print a one-time login link.")
