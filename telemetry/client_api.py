@@ -71,20 +71,27 @@ def refusals(view: Callable) -> Callable:
 
 
 INT32 = 2**31
+SIZE = 2**63  # a file's bytes: as many as an upload's 18-digit offset can name
+
+
+class Size:
+    """A field that counts a file's bytes: 0 up to 63 bits, where other whole numbers (an exit
+    code, a pid) are held to the 32 bits of their database column."""
 
 
 def _body(request, **fields: type | tuple) -> dict:
-    """The JSON object of a request, each field of its type (a type tuple may hold None);
-    a whole number is one a database column holds (within 32 bits)."""
+    """The JSON object of a request, each field of its type (a type tuple may hold None)."""
     data = request.data
     wanted = ", ".join(f'"{name}"' for name in fields)
     if not isinstance(data, dict):
         raise Refused(BAD_BODY.format(fields=wanted))
     for name, kind in fields.items():
         value = data.get(name)
+        low, high = (0, SIZE) if kind is Size else (-INT32 + 1, INT32)
+        kind = int if kind is Size else kind
         if not isinstance(value, kind) or isinstance(value, bool):
             raise Refused(BAD_BODY.format(fields=wanted))
-        if isinstance(value, int) and not -INT32 < value < INT32:
+        if isinstance(value, int) and not low <= value < high:
             raise Refused(BAD_BODY.format(fields=wanted))
     return data
 
@@ -224,7 +231,7 @@ def end(request, name: str):
     """How the command ended, {"exit_code", "telemetry", "log"} (the sizes of the client's
     files): taken only once the server has every byte of both. Saying it again is fine."""
     run = own_run(request, name)
-    data = _body(request, exit_code=int, telemetry=int, log=int)
+    data = _body(request, exit_code=int, telemetry=Size, log=Size)
     code = data["exit_code"]
     if run.exit_code is not None:
         if run.exit_code != code:

@@ -4,6 +4,7 @@ org's token, a teammate's token on alice's run, hostile offsets and bodies (docs
 from __future__ import annotations
 
 import json
+import os
 from datetime import timedelta
 
 import pytest
@@ -346,6 +347,48 @@ def test_a_run_ends_only_once_every_byte_is_there_and_then_takes_no_more(alices)
         "error": f"{run.name} has ended: it takes no more bytes of its telemetry"
     }
     assert upload(client, run, "telemetry", 0, b'{"step": 1}\n').status_code == 200  # a repeat
+
+
+def test_a_run_whose_files_hold_more_than_4_gb_ends_once_the_server_has_them(alices):
+    client, run = alices
+    size = 3_000_000_000  # past 32 bits, as a long run's log or telemetry gets
+    short = end(client, run, 0, telemetry=0, log=size)
+    assert (short.status_code, short.json()) == (
+        409,
+        {
+            "error": "the server has 0 bytes of this log; send again from offset 0",
+            "kind": "log",
+            "offset": 0,
+        },
+    )
+    os.truncate(run.telemetry_path, size)  # sparse: the sizes are what is judged
+    receiving.folder(run).mkdir(exist_ok=True)
+    (receiving.folder(run) / "log.json").write_text(json.dumps({"received": size}))
+
+    ended = end(client, run, 0, telemetry=size, log=size)
+
+    assert (ended.status_code, ended.json()) == (200, {"status": "succeeded"})
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"exit_code": 2**31, "telemetry": 0, "log": 0},
+        {"exit_code": 0, "telemetry": 2**63, "log": 0},
+        {"exit_code": 0, "telemetry": 0, "log": -1},
+        {"exit_code": 0, "telemetry": 0.5, "log": 0},
+    ],
+)
+def test_an_end_with_an_exit_code_past_32_bits_or_a_size_that_is_not_one_is_a_400(alices, body):
+    client, run = alices
+
+    answer = client.post(f"/api/runs/{run.name}/end/", body, content_type="application/json")
+
+    assert (answer.status_code, answer.json()) == (
+        400,
+        {"error": 'send a JSON object with "exit_code", "telemetry", "log"'},
+    )
+    assert Run.objects.get().status == "running"
 
 
 def test_the_log_is_masked_again_on_the_server_even_a_secret_split_across_chunks(alices):
