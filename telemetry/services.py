@@ -446,8 +446,9 @@ LOST_NOTE = (
 @transaction.atomic
 def run_heartbeat(*, run_id: int, host: str, pid: int) -> None:
     """The supervisor says it is there. A lost run whose own supervisor speaks again goes on
-    running, its telemetry read again from where it was left."""
-    Run.objects.filter(pk=run_id).update(
+    running, its telemetry read again from where it was left. A run whose command's end is
+    recorded is heard from no more: its host, pid and last heartbeat stay as they were."""
+    Run.objects.filter(pk=run_id, exit_code__isnull=True).update(
         heartbeat=timezone.now(), supervisor_host=host, supervisor_pid=pid
     )
     back = Run.objects.filter(

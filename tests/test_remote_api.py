@@ -440,6 +440,28 @@ def test_a_heartbeat_gives_the_orgs_secrets_as_they_are_now(alices):
     assert beat.json() == {"status": "running", "secrets": {"WANDB_KEY": "set-while-it-runs"}}
 
 
+def test_a_beat_for_an_ended_run_changes_nothing_of_it(alices):
+    client, run = alices
+    assert end(client, run, 0).json() == {"status": "succeeded"}
+    before = Run.objects.get()
+
+    beat = client.post(
+        f"/api/runs/{run.name}/heartbeat/",
+        {"host": "elsewhere", "pid": 7},
+        content_type="application/json",
+    )
+    repeat = upload(client, run, "telemetry", 0, b"", **{"Divergent-Supervisor": "8@elsewhere"})
+
+    assert (beat.status_code, beat.json()) == (200, {"status": "succeeded", "secrets": {}})
+    assert repeat.json() == {"offset": 0}
+    after = Run.objects.get()
+    assert (after.supervisor_host, after.supervisor_pid, after.heartbeat) == (
+        "gpu-7",
+        4242,
+        before.heartbeat,
+    )
+
+
 # ---- an org's secrets -----------------------------------------------------------------------
 
 
