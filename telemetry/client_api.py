@@ -21,7 +21,7 @@ from rest_framework import status
 from rest_framework.decorators import api_view
 from rest_framework.response import Response
 
-from telemetry import api, queries, receiving, services
+from telemetry import api, homes, queries, receiving, services
 from telemetry.encryption import SecretsKeyError
 from telemetry.errors import Refused, RunNotFound
 from telemetry.ingest import SECRETS_TTL
@@ -34,6 +34,10 @@ HEARD_EVERY = 1.0  # seconds: an upload counts as a heartbeat at most this often
 SUPERVISOR = re.compile(r"([0-9]{1,9})@(.{1,255})")
 
 NOT_REMOTE = "{run} runs on the server's own machine: nothing is uploaded to it"
+NOT_HELD = (
+    "{run}'s files are kept in another DIVERGENT_HOME than this server's: its uploads go to the "
+    "div serve whose home holds them (every server that takes uploads shares one home)"
+)
 NOT_YOURS = "{run} was started by {creator}: only their tokens upload to it or end it"
 NO_OFFSET = '"offset" is "{value}", which is not a whole number of bytes'
 BAD_BODY = "send a JSON object with {fields}"
@@ -45,9 +49,14 @@ class Forbidden(Refused):
     """Refused for who asks, not for what: a 403."""
 
 
+class Misdirected(Refused):
+    """Asked of the wrong server: one of another home on the same database. A 421."""
+
+
 def refusals(view: Callable) -> Callable:
     """A Refused becomes `{"error": ...}`: 404 for a run not found, 409 (with the server's
-    offset) for a chunk past it, 403 for who asks, 400 for anything else asked wrong."""
+    offset) for a chunk past it, 403 for who asks, 421 for a server of another home, 400 for
+    anything else asked wrong."""
 
     @wraps(view)
     def answer(request, *args, **kwargs):
@@ -60,6 +69,8 @@ def refusals(view: Callable) -> Callable:
             return Response(answer, status=status.HTTP_409_CONFLICT)
         except Forbidden as e:
             return Response({"error": str(e)}, status=status.HTTP_403_FORBIDDEN)
+        except Misdirected as e:
+            return Response({"error": str(e)}, status=status.HTTP_421_MISDIRECTED_REQUEST)
         except Refused as e:
             return Response({"error": str(e)}, status=status.HTTP_400_BAD_REQUEST)
         except SecretsKeyError as e:
@@ -136,7 +147,8 @@ def runs(request):
 
 
 def own_run(request, name: str) -> Run:
-    """A run the user sees (else a 404) and made (else a 403), that reports over the API."""
+    """A run the user sees (else a 404) and made (else a 403), that reports over the API, to
+    the home that holds its files (else a 421: two homes on one database)."""
     try:
         run = queries.run_named(name, user=request.user)
     except RunNotFound:
@@ -146,6 +158,8 @@ def own_run(request, name: str) -> Run:
     if run.creator_id != request.user.pk:
         creator = run.creator.username if run.creator else "a user since deleted"
         raise Forbidden(NOT_YOURS.format(run=run.name, creator=creator))
+    if not homes.holds(run):
+        raise Misdirected(NOT_HELD.format(run=run.name))
     return run
 
 

@@ -12,7 +12,7 @@ from django.test import Client
 from django.utils import timezone
 
 from telemetry import authentication, receiving, services
-from telemetry.client_api import NOT_REMOTE, NOT_YOURS
+from telemetry.client_api import NOT_HELD, NOT_REMOTE, NOT_YOURS
 from telemetry.models import Run, Token
 
 pytest_plugins = ["tests.personas"]
@@ -322,6 +322,23 @@ def test_nothing_is_uploaded_to_a_run_that_runs_on_the_server(shown, alice, toke
         403,
         {"error": NOT_REMOTE.format(run=shown.name)},
     )
+
+
+def test_a_run_whose_files_another_home_holds_is_a_421_for_every_upload_beat_and_end(alices):
+    client, run = alices
+    Run.objects.filter(pk=run.pk).update(home="another-home-of-this-database")
+    said = {"error": NOT_HELD.format(run=run.name)}
+
+    for answer in (
+        client.get(f"/api/runs/{run.name}/files/"),
+        upload(client, run, "telemetry", 0, b'{"step": 1}\n'),
+        client.post(
+            f"/api/runs/{run.name}/heartbeat/", {"host": "h", "pid": 1}, "application/json"
+        ),
+        end(client, run, 0),
+    ):
+        assert (answer.status_code, answer.json()) == (421, said)
+    assert Run.objects.get().status == "running"
 
 
 def test_a_run_ends_only_once_every_byte_is_there_and_then_takes_no_more(alices):

@@ -14,7 +14,7 @@ import sys
 
 from telemetry import processes, queries, services
 from telemetry.models import Run
-from tests.browser import stop
+from tests.browser import serve, stop
 from tests.conftest import wait_for
 from tests.remote import (  # noqa: F401  (fixtures)
     PACED,
@@ -244,3 +244,36 @@ def test_ctrl_c_on_a_remote_div_run_stops_it_once_its_commands_end_is_sent(remot
     assert (launched.returncode, err) == (130, b"\n")  # click's newline after a ^C, as locally
     run = closed(run.name)
     assert (run.status, run.exit_code, steps_stored(run)) == ("succeeded", 0, list(range(1, 6)))
+
+
+def test_uploads_to_a_server_of_another_home_are_refused_in_one_line_and_kept(remote, tmp_path):
+    """Two homes on one database: the server that answers at the run's address now is not the
+    one whose home holds the run's files. It says so, and div sync sends the rest to the one
+    that does."""
+    folder = project(tmp_path, PACED)
+    gpu = remote.machine("alice")
+    launched = gpu.popen("run", str(folder), *RUN, "10", "0.01", "wait")
+    other = {**remote.env, "DIVERGENT_HOME": str(tmp_path / "other-home")}
+    (tmp_path / "other-home").mkdir()
+    try:
+        run = wait_for(points(2), 30, "two points")
+        remote.kill()
+        elsewhere = serve(other, tmp_path / "other.out", port=remote.server.port)
+        go(gpu, run)
+        out, err = launched.communicate(timeout=60)
+    finally:
+        launched.kill()
+    stop(elsewhere.process)
+
+    assert launched.returncode == 0
+    assert err.decode() == (
+        f"div: {run.name}'s files are kept in another DIVERGENT_HOME than this server's: its "
+        "uploads go to the div serve whose home holds them (every server that takes uploads "
+        f"shares one home); {run.name} is kept here: div sync {run.name} uploads the rest\n"
+    )
+    assert "Traceback" not in elsewhere.said()
+    remote.restart()
+    synced = gpu("sync")
+    assert (synced.returncode, synced.stderr) == (0, "")
+    run = closed(run.name)
+    assert (run.status, steps_stored(run)) == ("succeeded", list(range(1, 11)))
