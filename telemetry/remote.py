@@ -3,8 +3,9 @@ touches a database (a GPU machine gets no database password).
 
 Client mode is on when a token is there: `DIVERGENT_TOKEN` (with `DIVERGENT_URL`) in the
 environment, else `~/.config/divergent/config.toml` as `div login URL` writes it (under
-`XDG_CONFIG_HOME` when that is set). The environment wins, field by field; `DIVERGENT_TOKEN`
-set to nothing turns client mode off whatever the file says.
+`XDG_CONFIG_HOME` when that is set). The environment wins, field by field, except that the
+file's token is sent only to the file's server; `DIVERGENT_TOKEN` set to nothing turns client
+mode off whatever the file says.
 
 Every way a request can fail is one line that says what to do (`Refused`, or one of its
 kinds below, which the uploader tells apart: `Unreachable` and `ServerError` pass, the
@@ -34,6 +35,10 @@ TIMEOUT = 30.0  # seconds a request may take, connecting included
 AGENT = "div"
 
 NO_URL = "DIVERGENT_TOKEN is set but no server is: set DIVERGENT_URL too, or div login URL"
+NO_TOKEN_FOR = (
+    "there is no token for {url} here: div login kept one for {saved} only; div login {url} "
+    "gives one, or DIVERGENT_TOKEN= uses this machine's own database"
+)
 BAD_CONFIG = "{path} cannot be read ({why}); div login URL writes it again"
 UNREACHABLE = (
     "cannot reach the server at {url} ({why}); check {where}, and that div serve runs there"
@@ -83,22 +88,31 @@ def _read_config(path: Path) -> dict:
 
 
 def client() -> Client | None:
-    """This machine's server and token; None when there is no token: `div` is then local."""
+    """This machine's server and token; None when there is no token: `div` is then local.
+
+    A token kept by `div login` goes only to the server it was kept for: DIVERGENT_URL naming
+    another, with no DIVERGENT_TOKEN, is refused rather than given that token."""
     token = os.environ.get("DIVERGENT_TOKEN")
-    path = config_path()
-    token_from = "DIVERGENT_TOKEN" if token is not None else str(path)
-    saved = _read_config(path) if token is None or not settings.DIVERGENT_URL else {}
-    token = token if token is not None else saved.get("token", "")
-    if not token:
+    if token == "":
         return None
-    if settings.DIVERGENT_URL:
-        return Client(settings.DIVERGENT_URL, token, "DIVERGENT_URL", token_from)
+    if token is not None and settings.DIVERGENT_URL:
+        return Client(settings.DIVERGENT_URL, token, "DIVERGENT_URL")
+    path = config_path()
+    saved = _read_config(path)
+    if token is None and not saved.get("token"):
+        return None
     if not saved.get("url"):
-        raise Refused(NO_URL)
+        raise Refused(NO_URL if token is not None else BAD_CONFIG.format(path=path, why="no url"))
     try:
-        return Client(http_url("url", saved["url"]), token, str(path), token_from)
+        url = http_url("url", saved["url"])
     except BadSetting as e:
         raise Refused(BAD_CONFIG.format(path=path, why=e)) from None
+    if token is not None:
+        return Client(url, token, str(path))
+    if settings.DIVERGENT_URL and settings.DIVERGENT_URL != url:
+        raise Refused(NO_TOKEN_FOR.format(url=settings.DIVERGENT_URL, saved=url))
+    where = "DIVERGENT_URL" if settings.DIVERGENT_URL else str(path)
+    return Client(url, saved["token"], where, str(path))
 
 
 def save(url: str, token: str) -> Path:

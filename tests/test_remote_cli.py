@@ -16,6 +16,7 @@ import pytest
 from telemetry import services
 from telemetry.models import Org, Run
 from tests.browser import serve, stop
+from tests.listener import Listener
 from tests.remote import (  # noqa: F401  (fixtures)
     SECRET,
     Machine,
@@ -132,6 +133,25 @@ def test_div_login_checks_the_token_then_keeps_it_for_this_user_alone(remote):
     assert gpu("telemetry").returncode == 0  # a client now: its DATABASE_URL is never used
     local = gpu("telemetry", DIVERGENT_TOKEN="")  # set to nothing: this machine's own database
     assert local.stderr.startswith("div: connection failed") and local.stderr.count("\n") == 1
+
+
+def test_a_token_kept_by_div_login_goes_only_to_the_server_it_was_kept_for(remote):
+    gpu = remote.machine("alice")
+    gpu.env = {k: v for k, v in gpu.env.items() if k not in ("DIVERGENT_TOKEN", "DIVERGENT_URL")}
+    assert gpu("login", remote.url, input=remote.tokens["alice"] + "\n").returncode == 0
+    other = Listener()  # another server, which must never see alice's token
+
+    elsewhere = gpu("telemetry", DIVERGENT_URL=other.url)
+    same = gpu("telemetry", DIVERGENT_URL=remote.url + "/")
+
+    assert (elsewhere.returncode, elsewhere.stdout) == (1, "")
+    assert elsewhere.stderr == (
+        f"div: there is no token for {other.url} here: div login kept one for {remote.url} "
+        f"only; div login {other.url} gives one, or DIVERGENT_TOKEN= uses this machine's own "
+        "database\n"
+    )
+    assert other.heard() == b""
+    assert (same.returncode, same.stderr) == (0, "")
 
 
 @pytest.mark.parametrize(
