@@ -28,6 +28,7 @@ import orjson
 from django.conf import settings
 
 from divergent.settings import BadSetting, http_url
+from telemetry import api_header
 from telemetry.errors import Refused
 
 CONFIG = Path("divergent") / "config.toml"
@@ -51,6 +52,7 @@ NOT_DIVERGENT = (
     "check that {where} names a div serve"
 )
 REDIRECTED = "the server at {url} sends its API to {location}; div login {base} uses that address"
+SOMETHING_ELSE = "{url} answered as something other than a div serve; check {where}"
 TOKEN_HEADER = "Authorization"
 
 
@@ -249,10 +251,14 @@ class Api:
         )
 
     def judge(self, answer: Answer, path: str) -> Answer:
+        """The answer when it is div serve's and a success; else the Refused that says why.
+        A redirect or a server failure is told whoever answered (a proxy's 502 is worth trying
+        again); any other answer is read only when it carries the API's header."""
         status = answer.status
-        if 200 <= status < 300:
+        ours = answer.headers.get(api_header.HEADER) is not None
+        if 200 <= status < 300 and ours:
             return answer
-        said = self._said(answer)
+        said = self._said(answer) if ours else None
         if 300 <= status < 400:
             location = answer.headers.get("Location", "")
             base = location.split("/api/")[0] if "/api/" in location else location
@@ -262,6 +268,8 @@ class Api:
                 raise ServerError(said)
             reason = http.client.responses.get(status, "")
             raise ServerError(SERVER_FAILED.format(url=self.url, status=status, reason=reason))
+        if not ours:
+            raise Refused(SOMETHING_ELSE.format(url=self.url, where=self.client.where))
         if status == 404:
             raise NotFound(said or self._not_divergent(f"{status}", path))
         if said is None:

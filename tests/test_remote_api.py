@@ -126,6 +126,22 @@ def test_a_revoked_token_and_an_inactive_user_stop_at_once(shown, alice):
     assert bearer(text).get("/api/runs/").json() == {"detail": authentication.INACTIVE}
 
 
+def test_every_answer_of_the_api_says_it_is_div_serves_and_no_other_does(shown, alice, token_of):
+    client = token_of(alice)
+    answers = [
+        client.get("/api/runs/"),
+        client.get("/api/runs/run-999/"),
+        client.get(f"/api/runs/{shown.name}/log/bytes/"),
+        client.post("/api/runs/", "[]", content_type="application/json"),
+        bearer("div_nobody-has-this").get("/api/me/"),
+        Client().get("/api/tokens/"),
+    ]
+    assert [a.status_code for a in answers] == [200, 404, 200, 400, 401, 403]
+    assert [a.get("Divergent-API") for a in answers] == ["1"] * len(answers)
+    for elsewhere in ("/api/no-such-thing/", "/", "/login/"):
+        assert Client().get(elsewhere).get("Divergent-API") is None, elsewhere
+
+
 def test_a_tokens_last_use_is_written_at_most_once_a_minute(shown, alice):
     token, text = services.token_create(user=alice)
     bearer(text).get("/api/runs/")

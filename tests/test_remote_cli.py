@@ -16,7 +16,7 @@ import pytest
 from telemetry import services
 from telemetry.models import Org, Run
 from tests.browser import serve, stop
-from tests.listener import Listener
+from tests.elsewhere import Impostor, Listener
 from tests.remote import (  # noqa: F401  (fixtures)
     SECRET,
     Machine,
@@ -173,6 +173,42 @@ def test_each_way_of_not_reaching_the_server_is_one_line(remote, env, said):
     assert done.returncode == 1
     assert done.stderr.startswith(said) and done.stderr.count("\n") == 1, done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["telemetry"],
+        ["telemetry", "run-1"],
+        ["telemetry", "run-1", "loss"],
+        ["log", "run-1"],
+        ["secrets", "list", "acme"],
+        ["token", "list"],
+        ["run", "PROJECT", "--", "true"],
+        ["login", "URL"],
+    ],
+    ids=" ".join,
+)
+def test_an_address_that_answers_but_is_not_a_div_serve_is_one_line(div, tmp_path, args):
+    other = Impostor()
+    gpu = Machine(
+        tmp_path,
+        {**div.env, "DIVERGENT_HOME": str(tmp_path), "DATABASE_URL": nowhere()}
+        | {"DIVERGENT_URL": other.url, "DIVERGENT_TOKEN": "div_some-token"}
+        | {"XDG_CONFIG_HOME": str(tmp_path / "config")},
+    )
+    named = {"PROJECT": str(project(tmp_path)), "URL": other.url}
+    try:
+        said = gpu(*[named.get(word, word) for word in args], input="div_some-token\n")
+    finally:
+        other.stop()
+
+    where = "the address given" if args[0] == "login" else "DIVERGENT_URL"
+    assert (said.returncode, said.stdout) == (1, "")
+    assert said.stderr == (
+        f"div: {other.url} answered as something other than a div serve; check {where}\n"
+    )
+    assert not list(tmp_path.glob("runs/*")) and not (tmp_path / "config").exists()
 
 
 def test_a_server_that_fails_is_one_line_saying_what_to_do(div, tmp_path):
