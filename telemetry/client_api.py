@@ -300,32 +300,24 @@ def me(request):
     return Response({"username": request.user.username, "orgs": queries.orgs_of(request.user)})
 
 
-def _member_org(request, org: str):
-    found = queries.org_of(request.user, org)
-    if found is None:
-        orgs = ", ".join(queries.orgs_of(request.user)) or "none"
-        raise Refused(services.NO_ORG_OF_YOURS.format(name=org, orgs=orgs))
-    return found
-
-
 @api_view(["GET"])
 @refusals
 def secret_names(request, org: str):
     """The names of an org's secrets, never their values: to its members."""
-    return Response({"names": queries.secret_names(_member_org(request, org).name)})
+    found = services.secrets_org(name=org, user=request.user)
+    return Response({"names": queries.secret_names(found.name)})
 
 
 @api_view(["PUT", "DELETE"])
 @refusals
 def secret(request, org: str, name: str):
     """PUT {"value"} sets a secret of one of the user's orgs; DELETE deletes it."""
-    found = _member_org(request, org)
     if request.method == "DELETE":
-        services.secret_delete(org=found.name, name=name)
+        services.secret_delete(org=org, name=name, user=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
     value = _body(request, value=str)["value"]
     try:
-        services.secret_put(org=found.name, name=name, value=value)
+        services.secret_put(org=org, name=name, value=value, user=request.user)
     except SecretsKeyError as e:
         raise Refused(str(e)) from None
     return Response(status=status.HTTP_204_NO_CONTENT)

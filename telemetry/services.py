@@ -520,19 +520,35 @@ def secret_set(*, org: Org, name: str, value: str) -> None:
     Secret.objects.update_or_create(org=org, name=name, defaults={"sealed": sealed})
 
 
+def secrets_org(*, name: str, user=None) -> Org:
+    """The org whose secrets `div secrets` works on, alike on the server and over the API: for
+    a token's user, one they are a member of; for the server's own `div`, any org there is, and
+    `default` (where a run without --org goes), made when first named. Any other is refused in
+    the same words, naming the orgs there are to choose from (a user's own: another's org is as
+    if it did not exist). `div secrets` never makes an org: `div org add` does."""
+    orgs = Org.objects.all() if user is None else Org.objects.filter(membership__user=user)
+    found = orgs.filter(name=slug(name, "an org")).first()
+    if found is None and user is None and name == DEFAULT_ORG:
+        found = org_get_or_create()
+    if found is None:
+        names = ", ".join(orgs.order_by("name").values_list("name", flat=True)) or "none"
+        raise Refused(NO_ORG_OF_YOURS.format(name=name, orgs=names))
+    return found
+
+
 @transaction.atomic
-def secret_put(*, org: str, name: str, value: str) -> None:
-    """`div secrets set`: a secret by its org's name (made if new), once name and value are
-    ones a run's environment can carry."""
+def secret_put(*, org: str, name: str, value: str, user=None) -> None:
+    """`div secrets set`: a secret of an org (secrets_org), once name and value are ones a
+    run's environment can carry."""
     if not SECRET_NAME.fullmatch(name):
         raise Refused(BAD_SECRET_NAME.format(name=name))
     if not value:
         raise Refused(NO_SECRET_VALUE)
-    secret_set(org=org_get_or_create(name=org), name=name, value=value)
+    secret_set(org=secrets_org(name=org, user=user), name=name, value=value)
 
 
-def secret_delete(*, org: str, name: str) -> None:
-    deleted, _ = Secret.objects.filter(org__name=org, name=name).delete()
+def secret_delete(*, org: str, name: str, user=None) -> None:
+    deleted, _ = Secret.objects.filter(org=secrets_org(name=org, user=user), name=name).delete()
     if not deleted:
         raise Refused(NO_SECRET.format(org=org, name=name))
 

@@ -261,6 +261,41 @@ def test_tokens_and_secrets_from_a_gpu_machine_are_its_users_own(remote):
     assert gpu("secrets", "list", "acme").stdout == ""
 
 
+@pytest.mark.parametrize(
+    "args, given",
+    [
+        (["list", "nosuch"], None),
+        (["set", "nosuch", "HF_TOKEN"], "hf_long_enough_value"),
+        (["delete", "nosuch", "HF_TOKEN"], None),
+    ],
+    ids=lambda x: " ".join(x) if isinstance(x, list) else "",
+)
+def test_an_org_that_does_not_exist_is_refused_alike_on_the_server_and_remotely(
+    div, remote, tmp_path, args, given
+):
+    services.org_add(name="other", members=["alice"])  # in every org: "yours" names them all
+    server, gpu = Machine(tmp_path, div.env), remote.machine("alice")
+
+    here = server("secrets", *args, input=given)
+    there = gpu("secrets", *args, input=given)
+
+    refused = (1, "", 'div: you have no org "nosuch"; yours: acme, other\n')
+    assert (here.returncode, here.stdout, here.stderr) == refused
+    assert (there.returncode, there.stdout, there.stderr) == refused
+    assert not Org.objects.filter(name="nosuch").exists()
+
+
+def test_the_servers_div_secrets_works_on_an_org_that_exists_and_on_default(div):
+    assert div("org", "add", "acme").returncode == 0
+    assert div("secrets", "set", "acme", "HF_TOKEN", input="hf_long_enough").returncode == 0
+    # default, where a run without --org goes, is there before anything is made in it
+    assert div("secrets", "set", "default", "HF_TOKEN", input="hf_long_enough").returncode == 0
+
+    assert div("secrets", "list", "acme").stdout == "HF_TOKEN\n"
+    assert div("secrets", "list", "default").stdout == "HF_TOKEN\n"
+    assert sorted(Org.objects.values_list("name", flat=True)) == ["acme", "default"]
+
+
 def test_div_sync_without_a_token_says_how_to_get_one(div):
     said = div("sync")
 
