@@ -144,6 +144,10 @@ class ServerError(Refused):
     """The server answered that it failed (5xx). Worth trying again later."""
 
 
+class Unauthorized(Refused):
+    """A 401: the token is not one the server takes (revoked, mistyped), whatever is asked."""
+
+
 class NotFound(Refused):
     """A 404: whoever asks knows what was not found (a run, an org, a token)."""
 
@@ -270,6 +274,8 @@ class Api:
             raise ServerError(SERVER_FAILED.format(url=self.url, status=status, reason=reason))
         if not ours:
             raise Refused(SOMETHING_ELSE.format(url=self.url, where=self.client.where))
+        if status == 401 and said is not None:
+            raise Unauthorized(said)
         if status == 404:
             raise NotFound(said or self._not_divergent(f"{status}", path))
         if said is None:

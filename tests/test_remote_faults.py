@@ -10,14 +10,16 @@ import json
 import os
 import pty
 import signal
+import sqlite3
 import sys
 
 from telemetry import processes, queries, services
 from telemetry.models import Run
-from tests.browser import serve, stop
+from tests.browser import Server, serve, stop
 from tests.conftest import wait_for
 from tests.remote import (  # noqa: F401  (fixtures)
     PACED,
+    Machine,
     closed,
     pid_of,
     project,
@@ -51,7 +53,7 @@ def kept_line(url: str, run: str) -> bytes:
 
 
 def go(gpu, run: Run) -> None:
-    (gpu.home / "runs" / run.name / "files" / "go").touch()
+    (gpu.folder(run.name) / "files" / "go").touch()
 
 
 def test_the_server_killed_mid_run_and_restarted_stores_every_line_exactly_once(remote, tmp_path):
@@ -62,7 +64,7 @@ def test_the_server_killed_mid_run_and_restarted_stores_every_line_exactly_once(
         run = wait_for(points(2), 30, "two points")
         remote.kill()
         go(gpu, run)
-        written = gpu.home / "runs" / run.name / "telemetry.jsonl"
+        written = gpu.folder(run.name) / "telemetry.jsonl"
         wait_for(lambda: written.read_text().count("\n") >= 20, 30, "20 lines written")
         remote.restart()
         out, err = launched.communicate(timeout=60)
@@ -110,6 +112,43 @@ def test_a_server_down_for_the_whole_run_gets_all_of_it_from_div_sync(remote, tm
     assert gpu("sync").returncode == 0  # nothing left: nothing to do
 
 
+def kept_run(remote, gpu, folder, steps: int) -> Run:
+    """A run whose server went away while it ran, and stayed away to its end: kept for div sync.
+    The server is started again."""
+    before = Run.objects.order_by("pk").values_list("pk", flat=True).last() or 0
+    launched = gpu.popen("run", str(folder), *RUN, str(steps), "0.01", "wait")
+    try:
+        run = wait_for(lambda: Run.objects.filter(pk__gt=before, points__gte=2).first(), 30)
+        remote.kill()
+        go(gpu, run)
+        _, err = launched.communicate(timeout=60)
+    finally:
+        launched.kill()
+    assert err == kept_line(remote.url, run.name)
+    remote.restart()
+    return run
+
+
+def test_div_sync_sends_every_run_it_can_and_says_in_one_line_why_not_the_others(remote, tmp_path):
+    folder = project(tmp_path, PACED)
+    gpu = remote.machine("alice")
+    runs = [kept_run(remote, gpu, folder, steps) for steps in (4, 5)]
+    # The one div sync would reach first, by name or number, is no longer on the server.
+    gone, kept = sorted(runs, key=lambda run: run.name)
+    Run.objects.filter(pk=gone.pk).delete()
+
+    synced = gpu("sync")
+
+    assert (synced.returncode, synced.stderr) == (
+        1,
+        f"div: the server at {remote.url} has no {gone.name} of this token's user (deleted, or "
+        "another server now answers there)\n",
+    )
+    kept = closed(kept.name)
+    assert (kept.status, kept.exit_code) == ("succeeded", 0)
+    assert len(steps_stored(kept)) in (4, 5)
+
+
 def test_a_token_revoked_while_the_run_goes_on_keeps_the_run_for_div_sync(remote, tmp_path, div):
     folder = project(tmp_path, PACED)
     gpu = remote.machine("alice")
@@ -146,7 +185,7 @@ def test_a_client_killed_mid_upload_then_div_sync_sends_each_byte_once(remote, t
     run = wait_for(points(100), 30, "100 points")
     launched.kill()  # SIGKILL, mid-upload; its command dies of the broken pipe
     launched.communicate(timeout=30)
-    here = gpu.home / "runs" / run.name
+    here = gpu.folder(run.name)
     command = pid_of(here)
     wait_for(lambda: not processes.alive_here(processes.this_host(), command), 30, "its end")
     written = (here / "telemetry.jsonl").read_text().count("\n")
@@ -167,6 +206,8 @@ def test_a_client_killed_mid_upload_then_div_sync_sends_each_byte_once(remote, t
     assert run.log_path.read_bytes() == (here / "log").read_bytes()
     wait_for(lambda: the_run(run.name).points == written, 30, f"{written} points")
     assert steps_stored(the_run(run.name)) == list(range(1, written + 1))
+    again = gpu("sync")  # all it wrote is there, and it never ended: nothing more to do
+    assert (again.returncode, again.stderr) == (0, "")
 
 
 def test_a_silent_client_shows_as_lost_and_runs_again_once_heard_from(div, tmp_path):
@@ -277,3 +318,98 @@ def test_uploads_to_a_server_of_another_home_are_refused_in_one_line_and_kept(re
     assert (synced.returncode, synced.stderr) == (0, "")
     run = closed(run.name)
     assert (run.status, steps_stored(run)) == ("succeeded", list(range(1, 11)))
+
+
+def another_server(div, tmp_path, next_run: int, port: int | None = None) -> tuple[Server, str]:
+    """A div serve of its own database and home (on that port, if given), whose next run is
+    run-<next_run>, and a token of alice's (in acme) there."""
+    home = tmp_path / "server-c"
+    home.mkdir()
+    env = {**div.env, "DIVERGENT_HOME": str(home), "DATABASE_URL": f"sqlite:///{home}/db.sqlite3"}
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    server = Machine(home, env)
+    assert server("user", "add", "alice", "--org", "acme").returncode == 0
+    token = server("token", "create", "--user", "alice").stdout.strip()
+    with sqlite3.connect(home / "db.sqlite3") as db:
+        db.execute("DELETE FROM sqlite_sequence WHERE name = 'telemetry_run'")
+        db.execute(
+            "INSERT INTO sqlite_sequence (name, seq) VALUES ('telemetry_run', ?)", (next_run - 1,)
+        )
+    return serve(env, tmp_path / "server-c.out", port=port), token
+
+
+def test_a_run_of_another_server_with_the_same_name_keeps_the_first_ones_unsent_part(
+    div, remote, tmp_path
+):
+    folder = project(tmp_path, PACED)
+    gpu = remote.machine("alice")
+    launched = gpu.popen("run", str(folder), *RUN, "10", "0.01", "wait")
+    try:
+        run = wait_for(points(2), 30, "two points")
+        remote.kill()
+        go(gpu, run)
+        _, err = launched.communicate(timeout=60)
+    finally:
+        launched.kill()
+    assert err == kept_line(remote.url, run.name)
+
+    number = int(run.name.removeprefix("run-"))
+    other, token = another_server(div, tmp_path, next_run=number)
+    try:
+        there = {"DIVERGENT_URL": other.url, "DIVERGENT_TOKEN": token}
+        made = gpu("run", str(folder), *RUN, "3", "0.01", **there)
+        assert (made.returncode, made.stderr) == (0, "")
+        assert made.stdout.splitlines()[0] == run.name  # the same name, on another server
+        read = gpu("telemetry", run.name, "loss", **there)
+        assert read.stdout == "step\tloss\n" + "".join(f"{s}\t{1 / s}\n" for s in (1, 2, 3))
+        left = gpu("sync", **there)  # this server's runs are whole; the first one's is not
+        assert (left.returncode, left.stderr) == (
+            1,
+            f"div: {run.name} was made on {remote.url}, not on {other.url}; div login "
+            f"{remote.url} to upload it\n",
+        )
+    finally:
+        stop(other.process)
+
+    remote.restart()
+    synced = gpu("sync", run.name)
+    assert (synced.returncode, synced.stderr) == (0, "")
+    run = closed(run.name)
+    assert (run.status, run.exit_code, steps_stored(run)) == ("succeeded", 0, list(range(1, 11)))
+    assert gpu("sync").returncode == 0  # nothing left of either
+
+
+def test_a_server_whose_database_was_reset_making_the_same_run_again_sets_the_first_aside(
+    div, remote, tmp_path
+):
+    folder = project(tmp_path, PACED)
+    gpu = remote.machine("alice")
+    launched = gpu.popen("run", str(folder), *RUN, "10", "0.01", "wait")
+    try:
+        run = wait_for(points(2), 30, "two points")
+        remote.kill()
+        go(gpu, run)
+        launched.communicate(timeout=60)
+    finally:
+        launched.kill()
+    earlier = gpu.folder(run.name)
+    written = (earlier / "telemetry.jsonl").read_bytes()
+
+    number = int(run.name.removeprefix("run-"))
+    reset, token = another_server(div, tmp_path, next_run=number, port=remote.server.port)
+    try:
+        made = gpu("run", str(folder), *RUN, "3", "0.01", DIVERGENT_TOKEN=token)
+        synced = gpu("sync", DIVERGENT_TOKEN=token)
+    finally:
+        stop(reset.process)
+
+    aside = earlier.with_name(f"{run.name}.earlier-1")
+    assert (made.returncode, made.stdout.splitlines()[0]) == (0, run.name)
+    assert made.stderr == (
+        f"div: the server at {remote.url} made {run.name} again (its database since reset, or "
+        f"another server answering there): what this machine had of the earlier {run.name}, "
+        f"not all sent, is kept in {aside}\n"
+    )
+    assert (aside / "telemetry.jsonl").read_bytes() == written
+    assert (earlier / "telemetry.jsonl").read_text().count("\n") == 3
+    assert (synced.returncode, synced.stderr) == (0, "")  # what is set aside is never sent
