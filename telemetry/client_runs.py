@@ -214,10 +214,16 @@ def supervise(client: Client, run: ClientRun, command: list[str], out=None) -> i
         run.state.save(run.folder)
         stop.set()
         sending.join()
-        uploader.finish()
-        if interrupted:
-            raise interrupted[0]  # exit 130, as a local div run does, once the end is sent
-        return code
+        # Detached, the end is tried until the server takes it or refuses it for good.
+        sent = uploader.finish(patience=None if out is None else uploading.ATTACHED_PATIENCE)
+    if not sent and out is None:
+        # A detached supervisor's stderr goes nowhere: the run's log says it, once `div sync`
+        # is free to send the rest (the lock is let go).
+        with open(run.log_path, "a", encoding="utf-8") as log:
+            log.write(uploader.kept() + "\n")
+    if interrupted:
+        raise interrupted[0]  # exit 130, as a local div run does, once the end is sent
+    return code
 
 
 def _attached(log_path: Path, execute, out: logs.Printer, interrupted: list) -> int:

@@ -17,6 +17,7 @@ from telemetry import processes, queries, services
 from telemetry.models import Run
 from tests.browser import Server, serve, stop
 from tests.conftest import wait_for
+from tests.elsewhere import Proxy
 from tests.remote import (  # noqa: F401  (fixtures)
     PACED,
     Machine,
@@ -413,3 +414,66 @@ def test_a_server_whose_database_was_reset_making_the_same_run_again_sets_the_fi
     assert (aside / "telemetry.jsonl").read_bytes() == written
     assert (earlier / "telemetry.jsonl").read_text().count("\n") == 3
     assert (synced.returncode, synced.stderr) == (0, "")  # what is set aside is never sent
+
+
+def test_an_end_a_proxy_fails_once_is_sent_again_and_the_run_ends(remote, tmp_path):
+    proxy = Proxy(remote.url, path="/end/")
+    folder = project(tmp_path, PACED)
+    gpu = remote.machine("alice", DIVERGENT_URL=proxy.url)
+    try:
+        done = gpu("run", str(folder), *RUN, "5", "0.01")
+    finally:
+        proxy.stop()
+
+    name = done.stdout.splitlines()[0]
+    assert (done.returncode, done.stderr) == (0, "")
+    assert proxy.failed == [f"/api/runs/{name}/end/"]
+    run = closed(name)
+    assert (run.status, run.exit_code, steps_stored(run)) == ("succeeded", 0, [1, 2, 3, 4, 5])
+
+
+def test_a_detached_runs_end_a_proxy_fails_once_is_sent_again_and_followed_to_it(remote, tmp_path):
+    proxy = Proxy(remote.url, path="/end/")
+    folder = project(tmp_path, PACED)
+    gpu = remote.machine("alice", DIVERGENT_URL=proxy.url)
+    laptop = remote.machine("bob", name="laptop")
+    try:
+        name = gpu("run", str(folder), "--detach", *RUN, "5", "0.01").stdout.strip()
+        wait_for(points(5), 30, "its five points")
+        # Well before the 2 minutes after which a silent run is lost: its end came.
+        followed = laptop("telemetry", name, "loss", "-f", timeout=30)
+        run = closed(name, timeout=30)
+    finally:
+        proxy.stop()
+
+    assert (followed.returncode, followed.stderr) == (0, "")
+    assert followed.stdout == "step\tloss\n" + "".join(f"{s}\t{1 / s}\n" for s in range(1, 6))
+    assert proxy.failed == [f"/api/runs/{name}/end/"]
+    assert (run.status, run.exit_code) == ("succeeded", 0)
+    assert "is kept here" not in (gpu.folder(name) / "log").read_text()
+
+
+def test_a_detached_run_refused_for_good_says_so_in_its_log_and_div_sync_sends_the_rest(
+    remote, tmp_path, div
+):
+    folder = project(tmp_path, PACED)
+    gpu = remote.machine("alice")
+    name = gpu("run", str(folder), "--detach", *RUN, "10", "0.01", "wait").stdout.strip()
+    run = wait_for(points(2), 30, "two points")
+    services.token_revoke(user=run.creator, name="token-1")
+    go(gpu, run)
+
+    refused = (
+        "div: the server does not know this token (revoked, or mistyped); make a new one with "
+        "div token create on the server or on your account page, then div login"
+    )
+    kept = f"{refused}; {name} is kept here: div sync {name} uploads the rest\n"
+    log = gpu.folder(name) / "log"
+    wait_for(lambda: log.read_text().endswith(kept), 30, "the supervisor to give up, saying so")
+    assert gpu("sync").stderr == refused + "\n"  # and div sync says so too, until a new token
+    token = div("token", "create", "--user", "alice", "--name", "again").stdout.strip()
+    synced = gpu("sync", DIVERGENT_TOKEN=token)
+    assert (synced.returncode, synced.stderr) == (0, "")
+    run = closed(name)
+    assert (run.status, steps_stored(run)) == ("succeeded", list(range(1, 11)))
+    assert run.log_path.read_text().endswith(kept)
