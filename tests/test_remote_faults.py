@@ -6,12 +6,17 @@ Every line is stored exactly once, and `div run` exits with its command's code."
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import pty
+import re
 import signal
 import sqlite3
 import sys
+import threading
+
+import pytest
 
 from telemetry import processes, queries, services
 from telemetry.models import Run
@@ -477,3 +482,128 @@ def test_a_detached_run_refused_for_good_says_so_in_its_log_and_div_sync_sends_t
     run = closed(name)
     assert (run.status, steps_stored(run)) == ("succeeded", list(range(1, 11)))
     assert run.log_path.read_text().endswith(kept)
+
+
+def test_another_orgs_run_is_one_line_to_every_command_of_its_user(remote, tmp_path):
+    folder = project(tmp_path, PACED)
+    gpu = remote.machine("alice")
+    run = kept_run(remote, gpu, folder, 3)  # on alice's machine, its end not sent yet
+    eve = remote.machine("eve", name="eve")
+    unknown = f'div: there is no run "{run.name}"; div telemetry lists the runs\n'
+
+    for said, line in (
+        (eve("telemetry", run.name), unknown),
+        (eve("telemetry", run.name, "loss", "-f"), unknown),
+        (eve("log", run.name), unknown),
+        (eve("log", run.name, "-f"), unknown),
+        (
+            gpu("sync", run.name, DIVERGENT_TOKEN=remote.tokens["eve"]),  # her token, his machine
+            f"div: the server at {remote.url} has no {run.name} of this token's user (deleted, "
+            "or another server now answers there)\n",
+        ),
+    ):
+        assert (said.returncode, said.stdout, said.stderr) == (1, "", line)
+    assert eve("telemetry").stdout == "name  status  points  keys  created\n"
+
+    synced = gpu("sync", run.name)  # nothing of it was touched: alice sends the rest
+    assert (synced.returncode, synced.stderr) == (0, "")
+    assert steps_stored(closed(run.name)) == [1, 2, 3]
+
+
+def test_a_chunk_over_the_limit_sent_to_the_server_is_a_413_saying_what_to_do(remote):
+    connection = http.client.HTTPConnection("127.0.0.1", remote.server.port, timeout=30)
+    alice = {"Authorization": f"Bearer {remote.tokens['alice']}"}
+    made = {"org": "acme", "command": ["true"], "layout": {}, "host": "gpu-7", "pid": 1}
+    connection.request("POST", "/api/runs/", json.dumps(made), alice | JSON)
+    name = json.loads(connection.getresponse().read())["name"]
+
+    big = b"x" * (1024 * 1024 + 1)
+    connection.request("POST", f"/api/runs/{name}/files/telemetry/?offset=0", big, alice | BYTES)
+    answer = connection.getresponse()
+    refused = (answer.status, answer.getheader("Divergent-API"), json.loads(answer.read()))
+    connection.request("GET", f"/api/runs/{name}/files/", headers=alice)
+    held = json.loads(connection.getresponse().read())
+    connection.close()
+
+    assert refused == (
+        413,
+        "1",
+        {
+            "error": "a chunk is at most 1,048,576 bytes and this one is 1,048,577; send the file "
+            "in smaller pieces, each naming the offset it starts at",
+            "limit": 1048576,
+        },
+    )
+    assert held == {"telemetry": 0, "log": 0}
+
+
+JSON = {"Content-Type": "application/json"}
+BYTES = {"Content-Type": "application/octet-stream"}
+
+# Two lines, then (once a file named go is there) 2 MB of lines too long to keep, then it waits
+# for a file named end: the server can be away while the 2 MB are written, and back before the
+# command ends.
+CATCH_UP = """\
+import json, os, time
+def wait(name):
+    deadline = time.monotonic() + 60
+    while not os.path.exists(name) and time.monotonic() < deadline:
+        time.sleep(0.02)
+with open(os.environ["DIVERGENT_TELEMETRY_PATH"], "a") as f:
+    f.write(json.dumps({"step": 1}) + "\\n" + json.dumps({"step": 2}) + "\\n")
+    f.flush()
+    wait("go")
+    f.write((json.dumps({"step": 3, "pad": "x" * 5000}) + "\\n") * 400)
+    f.flush()
+    wait("end")
+"""
+
+
+@pytest.mark.parametrize("stderr", ["a terminal", "a pipe"])
+def test_div_run_catching_up_after_an_outage_shows_progress_on_a_terminal_alone(
+    remote, tmp_path, stderr
+):
+    folder = project(tmp_path, CATCH_UP)
+    gpu = remote.machine("alice")
+    main, terminal = pty.openpty() if stderr == "a terminal" else os.pipe()
+    said = bytearray()
+    reading = threading.Thread(target=read_all, args=(main, said))
+    launched = gpu.popen("run", str(folder), *RUN, stderr=terminal)
+    os.close(terminal)
+    reading.start()
+    try:
+        run = wait_for(points(2), 30, "two points")
+        here = gpu.folder(run.name)
+        remote.kill()
+        go(gpu, run)
+        wait_for(lambda: (here / "telemetry.jsonl").stat().st_size > 2_000_000, 30, "2 MB")
+        remote.restart()
+        size = (here / "telemetry.jsonl").stat().st_size
+        wait_for(lambda: run.telemetry_path.stat().st_size == size, 60, "the 2 MB sent")
+        (here / "files" / "end").touch()
+        launched.communicate(timeout=60)
+    finally:
+        launched.kill()
+        reading.join(timeout=10)
+        os.close(main)
+
+    assert launched.returncode == 0
+    if stderr == "a pipe":
+        assert bytes(said) == b""
+    else:  # redrawn on its line, then wiped once caught up
+        size = r"[0-9.]+ (?:bytes|kB|MB|GB)"
+        drawn = rf"\rdiv: {run.name}: {size} of {size} sent, {size}/s\x1b\[K"
+        assert re.fullmatch(rf"(?:{drawn})+\r\x1b\[K", said.decode()), said
+        assert " of 2 MB sent, " in said.decode()
+
+
+def read_all(fd: int, into: bytearray) -> None:
+    """Everything written to the other end, until it is closed."""
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except OSError:  # a pty's other end closed
+            return
+        if not data:
+            return
+        into += data
