@@ -65,6 +65,9 @@ NO_END = (
 )
 
 
+_saving = threading.Lock()  # State.save's
+
+
 @dataclass
 class State:
     """What the server has acknowledged of a run made from this machine, and how it ended."""
@@ -81,10 +84,13 @@ class State:
 
     def save(self, folder: Path) -> None:
         path = folder / UPLOADS / "state.json"
-        path.parent.mkdir(exist_ok=True)
-        draft = path.with_suffix(".draft")
-        draft.write_text(json.dumps(asdict(self)))
-        os.replace(draft, path)  # whole or not at all: a killed client keeps the last one
+        # One writer at a time: the uploader's thread and the supervisor's both save, and a
+        # draft shared by two would be renamed away from under one of them.
+        with _saving:
+            path.parent.mkdir(exist_ok=True)
+            draft = path.with_suffix(".draft")
+            draft.write_text(json.dumps(asdict(self)))
+            os.replace(draft, path)  # whole or not at all: a killed client keeps the last one
 
 
 @contextmanager
