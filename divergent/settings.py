@@ -239,6 +239,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "telemetry.api_header.marked",  # Divergent-API on every API answer, whoever made it
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

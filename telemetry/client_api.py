@@ -21,7 +21,7 @@ from rest_framework import status
 from rest_framework.decorators import api_view
 from rest_framework.response import Response
 
-from telemetry import api, queries, receiving, services
+from telemetry import api, homes, queries, receiving, services
 from telemetry.encryption import SecretsKeyError
 from telemetry.errors import Refused, RunNotFound
 from telemetry.ingest import SECRETS_TTL
@@ -34,6 +34,10 @@ HEARD_EVERY = 1.0  # seconds: an upload counts as a heartbeat at most this often
 SUPERVISOR = re.compile(r"([0-9]{1,9})@(.{1,255})")
 
 NOT_REMOTE = "{run} runs on the server's own machine: nothing is uploaded to it"
+NOT_HELD = (
+    "{run}'s files are kept in another DIVERGENT_HOME than this server's: its uploads go to the "
+    "div serve whose home holds them (every server that takes uploads shares one home)"
+)
 NOT_YOURS = "{run} was started by {creator}: only their tokens upload to it or end it"
 NO_OFFSET = '"offset" is "{value}", which is not a whole number of bytes'
 BAD_BODY = "send a JSON object with {fields}"
@@ -45,9 +49,14 @@ class Forbidden(Refused):
     """Refused for who asks, not for what: a 403."""
 
 
+class Misdirected(Refused):
+    """Asked of the wrong server: one of another home on the same database. A 421."""
+
+
 def refusals(view: Callable) -> Callable:
     """A Refused becomes `{"error": ...}`: 404 for a run not found, 409 (with the server's
-    offset) for a chunk past it, 403 for who asks, 400 for anything else asked wrong."""
+    offset) for a chunk past it, 403 for who asks, 421 for a server of another home, 400 for
+    anything else asked wrong."""
 
     @wraps(view)
     def answer(request, *args, **kwargs):
@@ -60,6 +69,8 @@ def refusals(view: Callable) -> Callable:
             return Response(answer, status=status.HTTP_409_CONFLICT)
         except Forbidden as e:
             return Response({"error": str(e)}, status=status.HTTP_403_FORBIDDEN)
+        except Misdirected as e:
+            return Response({"error": str(e)}, status=status.HTTP_421_MISDIRECTED_REQUEST)
         except Refused as e:
             return Response({"error": str(e)}, status=status.HTTP_400_BAD_REQUEST)
         except SecretsKeyError as e:
@@ -71,20 +82,27 @@ def refusals(view: Callable) -> Callable:
 
 
 INT32 = 2**31
+SIZE = 2**63  # a file's bytes: as many as an upload's 18-digit offset can name
+
+
+class Size:
+    """A field that counts a file's bytes: 0 up to 63 bits, where other whole numbers (an exit
+    code, a pid) are held to the 32 bits of their database column."""
 
 
 def _body(request, **fields: type | tuple) -> dict:
-    """The JSON object of a request, each field of its type (a type tuple may hold None);
-    a whole number is one a database column holds (within 32 bits)."""
+    """The JSON object of a request, each field of its type (a type tuple may hold None)."""
     data = request.data
     wanted = ", ".join(f'"{name}"' for name in fields)
     if not isinstance(data, dict):
         raise Refused(BAD_BODY.format(fields=wanted))
     for name, kind in fields.items():
         value = data.get(name)
+        low, high = (0, SIZE) if kind is Size else (-INT32 + 1, INT32)
+        kind = int if kind is Size else kind
         if not isinstance(value, kind) or isinstance(value, bool):
             raise Refused(BAD_BODY.format(fields=wanted))
-        if isinstance(value, int) and not -INT32 < value < INT32:
+        if isinstance(value, int) and not low <= value < high:
             raise Refused(BAD_BODY.format(fields=wanted))
     return data
 
@@ -129,7 +147,8 @@ def runs(request):
 
 
 def own_run(request, name: str) -> Run:
-    """A run the user sees (else a 404) and made (else a 403), that reports over the API."""
+    """A run the user sees (else a 404) and made (else a 403), that reports over the API, to
+    the home that holds its files (else a 421: two homes on one database)."""
     try:
         run = queries.run_named(name, user=request.user)
     except RunNotFound:
@@ -139,6 +158,8 @@ def own_run(request, name: str) -> Run:
     if run.creator_id != request.user.pk:
         creator = run.creator.username if run.creator else "a user since deleted"
         raise Forbidden(NOT_YOURS.format(run=run.name, creator=creator))
+    if not homes.holds(run):
+        raise Misdirected(NOT_HELD.format(run=run.name))
     return run
 
 
@@ -224,7 +245,7 @@ def end(request, name: str):
     """How the command ended, {"exit_code", "telemetry", "log"} (the sizes of the client's
     files): taken only once the server has every byte of both. Saying it again is fine."""
     run = own_run(request, name)
-    data = _body(request, exit_code=int, telemetry=int, log=int)
+    data = _body(request, exit_code=int, telemetry=Size, log=Size)
     code = data["exit_code"]
     if run.exit_code is not None:
         if run.exit_code != code:
@@ -279,32 +300,24 @@ def me(request):
     return Response({"username": request.user.username, "orgs": queries.orgs_of(request.user)})
 
 
-def _member_org(request, org: str):
-    found = queries.org_of(request.user, org)
-    if found is None:
-        orgs = ", ".join(queries.orgs_of(request.user)) or "none"
-        raise Refused(services.NO_ORG_OF_YOURS.format(name=org, orgs=orgs))
-    return found
-
-
 @api_view(["GET"])
 @refusals
 def secret_names(request, org: str):
     """The names of an org's secrets, never their values: to its members."""
-    return Response({"names": queries.secret_names(_member_org(request, org).name)})
+    found = services.secrets_org(name=org, user=request.user)
+    return Response({"names": queries.secret_names(found.name)})
 
 
 @api_view(["PUT", "DELETE"])
 @refusals
 def secret(request, org: str, name: str):
     """PUT {"value"} sets a secret of one of the user's orgs; DELETE deletes it."""
-    found = _member_org(request, org)
     if request.method == "DELETE":
-        services.secret_delete(org=found.name, name=name)
+        services.secret_delete(org=org, name=name, user=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
     value = _body(request, value=str)["value"]
     try:
-        services.secret_put(org=found.name, name=name, value=value)
+        services.secret_put(org=org, name=name, value=value, user=request.user)
     except SecretsKeyError as e:
         raise Refused(str(e)) from None
     return Response(status=status.HTTP_204_NO_CONTENT)

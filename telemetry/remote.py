@@ -3,8 +3,9 @@ touches a database (a GPU machine gets no database password).
 
 Client mode is on when a token is there: `DIVERGENT_TOKEN` (with `DIVERGENT_URL`) in the
 environment, else `~/.config/divergent/config.toml` as `div login URL` writes it (under
-`XDG_CONFIG_HOME` when that is set). The environment wins, field by field; `DIVERGENT_TOKEN`
-set to nothing turns client mode off whatever the file says.
+`XDG_CONFIG_HOME` when that is set). The environment wins, field by field, except that the
+file's token is sent only to the file's server; `DIVERGENT_TOKEN` set to nothing turns client
+mode off whatever the file says.
 
 Every way a request can fail is one line that says what to do (`Refused`, or one of its
 kinds below, which the uploader tells apart: `Unreachable` and `ServerError` pass, the
@@ -27,6 +28,7 @@ import orjson
 from django.conf import settings
 
 from divergent.settings import BadSetting, http_url
+from telemetry import api_header
 from telemetry.errors import Refused
 
 CONFIG = Path("divergent") / "config.toml"
@@ -34,6 +36,10 @@ TIMEOUT = 30.0  # seconds a request may take, connecting included
 AGENT = "div"
 
 NO_URL = "DIVERGENT_TOKEN is set but no server is: set DIVERGENT_URL too, or div login URL"
+NO_TOKEN_FOR = (
+    "there is no token for {url} here: div login kept one for {saved} only; div login {url} "
+    "gives one, or DIVERGENT_TOKEN= uses this machine's own database"
+)
 BAD_CONFIG = "{path} cannot be read ({why}); div login URL writes it again"
 UNREACHABLE = (
     "cannot reach the server at {url} ({why}); check {where}, and that div serve runs there"
@@ -46,6 +52,7 @@ NOT_DIVERGENT = (
     "check that {where} names a div serve"
 )
 REDIRECTED = "the server at {url} sends its API to {location}; div login {base} uses that address"
+SOMETHING_ELSE = "{url} answered as something other than a div serve; check {where}"
 TOKEN_HEADER = "Authorization"
 
 
@@ -83,22 +90,31 @@ def _read_config(path: Path) -> dict:
 
 
 def client() -> Client | None:
-    """This machine's server and token; None when there is no token: `div` is then local."""
+    """This machine's server and token; None when there is no token: `div` is then local.
+
+    A token kept by `div login` goes only to the server it was kept for: DIVERGENT_URL naming
+    another, with no DIVERGENT_TOKEN, is refused rather than given that token."""
     token = os.environ.get("DIVERGENT_TOKEN")
-    path = config_path()
-    token_from = "DIVERGENT_TOKEN" if token is not None else str(path)
-    saved = _read_config(path) if token is None or not settings.DIVERGENT_URL else {}
-    token = token if token is not None else saved.get("token", "")
-    if not token:
+    if token == "":
         return None
-    if settings.DIVERGENT_URL:
-        return Client(settings.DIVERGENT_URL, token, "DIVERGENT_URL", token_from)
+    if token is not None and settings.DIVERGENT_URL:
+        return Client(settings.DIVERGENT_URL, token, "DIVERGENT_URL")
+    path = config_path()
+    saved = _read_config(path)
+    if token is None and not saved.get("token"):
+        return None
     if not saved.get("url"):
-        raise Refused(NO_URL)
+        raise Refused(NO_URL if token is not None else BAD_CONFIG.format(path=path, why="no url"))
     try:
-        return Client(http_url("url", saved["url"]), token, str(path), token_from)
+        url = http_url("url", saved["url"])
     except BadSetting as e:
         raise Refused(BAD_CONFIG.format(path=path, why=e)) from None
+    if token is not None:
+        return Client(url, token, str(path))
+    if settings.DIVERGENT_URL and settings.DIVERGENT_URL != url:
+        raise Refused(NO_TOKEN_FOR.format(url=settings.DIVERGENT_URL, saved=url))
+    where = "DIVERGENT_URL" if settings.DIVERGENT_URL else str(path)
+    return Client(url, saved["token"], where, str(path))
 
 
 def save(url: str, token: str) -> Path:
@@ -126,6 +142,10 @@ class Unreachable(Refused):
 
 class ServerError(Refused):
     """The server answered that it failed (5xx). Worth trying again later."""
+
+
+class Unauthorized(Refused):
+    """A 401: the token is not one the server takes (revoked, mistyped), whatever is asked."""
 
 
 class NotFound(Refused):
@@ -235,10 +255,14 @@ class Api:
         )
 
     def judge(self, answer: Answer, path: str) -> Answer:
+        """The answer when it is div serve's and a success; else the Refused that says why.
+        A redirect or a server failure is told whoever answered (a proxy's 502 is worth trying
+        again); any other answer is read only when it carries the API's header."""
         status = answer.status
-        if 200 <= status < 300:
+        ours = answer.headers.get(api_header.HEADER) is not None
+        if 200 <= status < 300 and ours:
             return answer
-        said = self._said(answer)
+        said = self._said(answer) if ours else None
         if 300 <= status < 400:
             location = answer.headers.get("Location", "")
             base = location.split("/api/")[0] if "/api/" in location else location
@@ -248,6 +272,10 @@ class Api:
                 raise ServerError(said)
             reason = http.client.responses.get(status, "")
             raise ServerError(SERVER_FAILED.format(url=self.url, status=status, reason=reason))
+        if not ours:
+            raise Refused(SOMETHING_ELSE.format(url=self.url, where=self.client.where))
+        if status == 401 and said is not None:
+            raise Unauthorized(said)
         if status == 404:
             raise NotFound(said or self._not_divergent(f"{status}", path))
         if said is None:

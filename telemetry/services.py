@@ -490,9 +490,10 @@ def run_heartbeat(
 ) -> None:
     """The supervisor says it is there: its host, pid and start time, and once it runs, its
     command's (pid, start time). A lost run whose own supervisor speaks again goes on running,
-    its telemetry read again from where it was left."""
+    its telemetry read again from where it was left. A run whose command's end is recorded is
+    heard from no more: its host, pid and last heartbeat stay as they were."""
     said = {"command_pid": command[0], "command_started": command[1]} if command else {}
-    Run.objects.filter(pk=run_id).update(
+    Run.objects.filter(pk=run_id, exit_code__isnull=True).update(
         heartbeat=timezone.now(),
         supervisor_host=host,
         supervisor_pid=pid,
@@ -578,18 +579,34 @@ def secret_name_check(*, name: str) -> str:
     return name
 
 
+def secrets_org(*, name: str, user=None) -> Org:
+    """The org whose secrets `div secrets` works on, alike on the server and over the API: for
+    a token's user, one they are a member of; for the server's own `div`, any org there is, and
+    `default` (where a run without --org goes), made when first named. Any other is refused in
+    the same words, naming the orgs there are to choose from (a user's own: another's org is as
+    if it did not exist). `div secrets` never makes an org: `div org add` does."""
+    orgs = Org.objects.all() if user is None else Org.objects.filter(membership__user=user)
+    found = orgs.filter(name=slug(name, "an org")).first()
+    if found is None and user is None and name == DEFAULT_ORG:
+        found = org_get_or_create()
+    if found is None:
+        names = ", ".join(orgs.order_by("name").values_list("name", flat=True)) or "none"
+        raise Refused(NO_ORG_OF_YOURS.format(name=name, orgs=names))
+    return found
+
+
 @transaction.atomic
-def secret_put(*, org: str, name: str, value: str) -> None:
-    """`div secrets set`: a secret by its org's name (made if new), once name and value are
-    ones a run's environment can carry."""
+def secret_put(*, org: str, name: str, value: str, user=None) -> None:
+    """`div secrets set`: a secret of an org (secrets_org), once name and value are ones a
+    run's environment can carry."""
     secret_name_check(name=name)
     if not value:
         raise Refused(NO_SECRET_VALUE)
-    secret_set(org=org_get_or_create(name=org), name=name, value=value)
+    secret_set(org=secrets_org(name=org, user=user), name=name, value=value)
 
 
-def secret_delete(*, org: str, name: str) -> None:
-    deleted, _ = Secret.objects.filter(org__name=org, name=name).delete()
+def secret_delete(*, org: str, name: str, user=None) -> None:
+    deleted, _ = Secret.objects.filter(org=secrets_org(name=org, user=user), name=name).delete()
     if not deleted:
         raise Refused(NO_SECRET.format(org=org, name=name))
 

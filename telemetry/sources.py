@@ -52,7 +52,7 @@ class Local:
         logs.follow(queries.run_named(name, user=queries.EVERY_RUN), out, follow=follow)
 
     def secret_names(self, org: str) -> list[str]:
-        return queries.secret_names(org)
+        return queries.secret_names(services.secrets_org(name=org).name)
 
     def secret_put(self, org: str, name: str, value: str) -> None:
         services.secret_put(org=org, name=name, value=value)

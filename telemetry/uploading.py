@@ -42,6 +42,9 @@ HEARTBEAT_SECONDS = 5.0
 BACKOFF_FIRST = 0.25  # seconds before trying again once the server is away; doubling
 BACKOFF_MOST = 15.0
 PROGRESS_EVERY = 0.1  # seconds between redraws of the progress line
+# Attached, `div run` tries its end again only while the server answered this recently: a
+# failure within a catch-up is tried again, an outage at the end is left to `div sync`.
+ATTACHED_PATIENCE = 5.0
 
 KEPT = "div: {why}; {run} is kept here: div sync {run} uploads the rest"
 AHEAD = (
@@ -62,6 +65,9 @@ NO_END = (
 )
 
 
+_saving = threading.Lock()  # State.save's
+
+
 @dataclass
 class State:
     """What the server has acknowledged of a run made from this machine, and how it ended."""
@@ -78,10 +84,13 @@ class State:
 
     def save(self, folder: Path) -> None:
         path = folder / UPLOADS / "state.json"
-        path.parent.mkdir(exist_ok=True)
-        draft = path.with_suffix(".draft")
-        draft.write_text(json.dumps(asdict(self)))
-        os.replace(draft, path)  # whole or not at all: a killed client keeps the last one
+        # One writer at a time: the uploader's thread and the supervisor's both save, and a
+        # draft shared by two would be renamed away from under one of them.
+        with _saving:
+            path.parent.mkdir(exist_ok=True)
+            draft = path.with_suffix(".draft")
+            draft.write_text(json.dumps(asdict(self)))
+            os.replace(draft, path)  # whole or not at all: a killed client keeps the last one
 
 
 @contextmanager
@@ -175,6 +184,7 @@ class Uploader:
         self.headers = {"Divergent-Supervisor": f"{self.pid}@{self.host}"} if supervising else {}
         self.secrets = dict(secrets or {})
         self.beaten_at = 0.0
+        self.heard_at = time.monotonic()  # when the server last answered (it made the run)
         self.away: Exception | None = None  # why the server cannot be reached now
         self.refused: Refused | None = None  # why uploading stopped for good
 
@@ -235,6 +245,7 @@ class Uploader:
                     now = answer.json().get("offset")
                 except Conflict as e:
                     now = e.data.get("offset")  # the server's: send again from there
+                self.heard_at = time.monotonic()
                 if not isinstance(now, int) or now > size:
                     raise Refused(AHEAD.format(have=now, run=self.run, kind=kind, size=size))
                 self.state.sent[kind] = now
@@ -250,6 +261,7 @@ class Uploader:
             answer = self.api.send(
                 "POST", f"/api/runs/{self.run}/heartbeat/", {"host": self.host, "pid": self.pid}
             )
+        self.heard_at = time.monotonic()
         if isinstance(answer.get("secrets"), dict):
             self.secrets = answer["secrets"]
 
@@ -302,18 +314,37 @@ class Uploader:
                 self.progress.end(keep=False)
             wait, backoff = PASS_SECONDS, BACKOFF_FIRST
 
-    def finish(self) -> bool:
-        """After the command: send the rest and report the end. False when the server cannot
-        be reached (or refused): the run is kept here for `div sync`, as the one line says."""
-        if self.refused is None:
+    def finish(self, *, patience: float | None = None) -> bool:
+        """After the command: send the rest and report the end, trying again through an outage
+        or a failing server, backing off as follow does, until the server takes it; with
+        patience, only while the server has answered within that many seconds, and not at all
+        when it was already out of reach as the command ended and answers nothing now. A
+        refusal stops it at once. False when it did not: the run is kept here for `div sync`,
+        as the one line on stderr (kept()) says."""
+        backoff = BACKOFF_FIRST
+        started, out_of_reach = time.monotonic(), self.away is not None
+        while self.refused is None:
             try:
-                if self.away is not None:  # catching up after an outage: show how it goes
+                if self.away is not None and self.pending():  # catching up: show how it goes
                     self.progress.begin(self.pending())
                 self.end()
                 self.progress.end(keep=self.away is not None)
                 return True
-            except (Unreachable, ServerError, Refused) as e:
+            except (Unreachable, ServerError) as e:
+                self.away = e
+                if patience is not None:
+                    silent = time.monotonic() - self.heard_at >= patience
+                    if silent or (out_of_reach and self.heard_at < started):
+                        self.refused = e
+                        break
+                time.sleep(backoff)
+                backoff = min(backoff * 2, BACKOFF_MOST)
+            except Refused as e:
                 self.refused = e
-                self.progress.end(keep=False)
-        sys.stderr.write(KEPT.format(why=self.refused, run=self.run) + "\n")
+        self.progress.end(keep=False)
+        sys.stderr.write(self.kept() + "\n")
         return False
+
+    def kept(self) -> str:
+        """The one line of a run the uploader left to `div sync`, and why."""
+        return KEPT.format(why=self.refused, run=self.run)

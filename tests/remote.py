@@ -14,6 +14,7 @@ import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -93,6 +94,12 @@ class Machine:
             cwd=ROOT,
             timeout=timeout,
         )
+
+    def folder(self, run: str, url: str | None = None) -> Path:
+        """Where this machine keeps a run it made on the server at url (its DIVERGENT_URL by
+        default): a folder a server, runs/http-127.0.0.1-8000/run-7/."""
+        parts = urlsplit(url or self.env["DIVERGENT_URL"])
+        return self.home / "runs" / f"{parts.scheme}-{parts.hostname}-{parts.port}" / run
 
     def raw(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
         """The same, stdout and stderr as bytes."""

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from telemetry import services
 from telemetry.models import Org, Run
 from tests.conftest import ROOT
 
@@ -246,6 +247,7 @@ def test_a_fifo_in_the_shipped_directory_is_one_line_not_a_traceback(div, tmp_pa
 
 
 def test_a_secret_that_does_not_exist_cannot_be_deleted(div):
+    services.org_add(name="acme")
     one_line_error(
         div("secrets", "delete", "acme", "HF_TOKEN"), 1, 'div: org acme has no secret "HF_TOKEN"'
     )

@@ -194,6 +194,7 @@ def test_bad_input_gets_one_line_and_a_non_zero_exit(div):
 
 
 def test_secrets_are_listed_by_name_and_never_shown(div):
+    assert div("org", "add", "acme").returncode == 0
     div("secrets", "set", "acme", "WANDB_KEY", input="s3cret-value")
     div("secrets", "set", "acme", "HF_TOKEN", input="other-value")
 

@@ -4,6 +4,7 @@ org's token, a teammate's token on alice's run, hostile offsets and bodies (docs
 from __future__ import annotations
 
 import json
+import os
 from datetime import timedelta
 
 import pytest
@@ -11,7 +12,7 @@ from django.test import Client
 from django.utils import timezone
 
 from telemetry import authentication, receiving, services
-from telemetry.client_api import NOT_REMOTE, NOT_YOURS
+from telemetry.client_api import NOT_HELD, NOT_REMOTE, NOT_YOURS
 from telemetry.models import Run, Token
 
 pytest_plugins = ["tests.personas"]
@@ -123,6 +124,22 @@ def test_a_revoked_token_and_an_inactive_user_stop_at_once(shown, alice):
     alice.is_active = False
     alice.save()
     assert bearer(text).get("/api/runs/").json() == {"detail": authentication.INACTIVE}
+
+
+def test_every_answer_of_the_api_says_it_is_div_serves_and_no_other_does(shown, alice, token_of):
+    client = token_of(alice)
+    answers = [
+        client.get("/api/runs/"),
+        client.get("/api/runs/run-999/"),
+        client.get(f"/api/runs/{shown.name}/log/bytes/"),
+        client.post("/api/runs/", "[]", content_type="application/json"),
+        bearer("div_nobody-has-this").get("/api/me/"),
+        Client().get("/api/tokens/"),
+    ]
+    assert [a.status_code for a in answers] == [200, 404, 200, 400, 401, 403]
+    assert [a.get("Divergent-API") for a in answers] == ["1"] * len(answers)
+    for elsewhere in ("/api/no-such-thing/", "/", "/login/"):
+        assert Client().get(elsewhere).get("Divergent-API") is None, elsewhere
 
 
 def test_a_tokens_last_use_is_written_at_most_once_a_minute(shown, alice):
@@ -323,6 +340,23 @@ def test_nothing_is_uploaded_to_a_run_that_runs_on_the_server(shown, alice, toke
     )
 
 
+def test_a_run_whose_files_another_home_holds_is_a_421_for_every_upload_beat_and_end(alices):
+    client, run = alices
+    Run.objects.filter(pk=run.pk).update(home="another-home-of-this-database")
+    said = {"error": NOT_HELD.format(run=run.name)}
+
+    for answer in (
+        client.get(f"/api/runs/{run.name}/files/"),
+        upload(client, run, "telemetry", 0, b'{"step": 1}\n'),
+        client.post(
+            f"/api/runs/{run.name}/heartbeat/", {"host": "h", "pid": 1}, "application/json"
+        ),
+        end(client, run, 0),
+    ):
+        assert (answer.status_code, answer.json()) == (421, said)
+    assert Run.objects.get().status == "running"
+
+
 def test_a_run_ends_only_once_every_byte_is_there_and_then_takes_no_more(alices):
     client, run = alices
     upload(client, run, "telemetry", 0, b'{"step": 1}\n')
@@ -346,6 +380,48 @@ def test_a_run_ends_only_once_every_byte_is_there_and_then_takes_no_more(alices)
         "error": f"{run.name} has ended: it takes no more bytes of its telemetry"
     }
     assert upload(client, run, "telemetry", 0, b'{"step": 1}\n').status_code == 200  # a repeat
+
+
+def test_a_run_whose_files_hold_more_than_4_gb_ends_once_the_server_has_them(alices):
+    client, run = alices
+    size = 3_000_000_000  # past 32 bits, as a long run's log or telemetry gets
+    short = end(client, run, 0, telemetry=0, log=size)
+    assert (short.status_code, short.json()) == (
+        409,
+        {
+            "error": "the server has 0 bytes of this log; send again from offset 0",
+            "kind": "log",
+            "offset": 0,
+        },
+    )
+    os.truncate(run.telemetry_path, size)  # sparse: the sizes are what is judged
+    receiving.folder(run).mkdir(exist_ok=True)
+    (receiving.folder(run) / "log.json").write_text(json.dumps({"received": size}))
+
+    ended = end(client, run, 0, telemetry=size, log=size)
+
+    assert (ended.status_code, ended.json()) == (200, {"status": "succeeded"})
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"exit_code": 2**31, "telemetry": 0, "log": 0},
+        {"exit_code": 0, "telemetry": 2**63, "log": 0},
+        {"exit_code": 0, "telemetry": 0, "log": -1},
+        {"exit_code": 0, "telemetry": 0.5, "log": 0},
+    ],
+)
+def test_an_end_with_an_exit_code_past_32_bits_or_a_size_that_is_not_one_is_a_400(alices, body):
+    client, run = alices
+
+    answer = client.post(f"/api/runs/{run.name}/end/", body, content_type="application/json")
+
+    assert (answer.status_code, answer.json()) == (
+        400,
+        {"error": 'send a JSON object with "exit_code", "telemetry", "log"'},
+    )
+    assert Run.objects.get().status == "running"
 
 
 def test_the_log_is_masked_again_on_the_server_even_a_secret_split_across_chunks(alices):
@@ -395,6 +471,28 @@ def test_a_heartbeat_gives_the_orgs_secrets_as_they_are_now(alices):
     )
 
     assert beat.json() == {"status": "running", "secrets": {"WANDB_KEY": "set-while-it-runs"}}
+
+
+def test_a_beat_for_an_ended_run_changes_nothing_of_it(alices):
+    client, run = alices
+    assert end(client, run, 0).json() == {"status": "succeeded"}
+    before = Run.objects.get()
+
+    beat = client.post(
+        f"/api/runs/{run.name}/heartbeat/",
+        {"host": "elsewhere", "pid": 7},
+        content_type="application/json",
+    )
+    repeat = upload(client, run, "telemetry", 0, b"", **{"Divergent-Supervisor": "8@elsewhere"})
+
+    assert (beat.status_code, beat.json()) == (200, {"status": "succeeded", "secrets": {}})
+    assert repeat.json() == {"offset": 0}
+    after = Run.objects.get()
+    assert (after.supervisor_host, after.supervisor_pid, after.heartbeat) == (
+        "gpu-7",
+        4242,
+        before.heartbeat,
+    )
 
 
 # ---- an org's secrets -----------------------------------------------------------------------

@@ -16,6 +16,7 @@ import pytest
 from telemetry import services
 from telemetry.models import Org, Run
 from tests.browser import serve, stop
+from tests.elsewhere import Impostor, Listener
 from tests.remote import (  # noqa: F401  (fixtures)
     SECRET,
     Machine,
@@ -134,6 +135,25 @@ def test_div_login_checks_the_token_then_keeps_it_for_this_user_alone(remote):
     assert local.stderr.startswith("div: connection failed") and local.stderr.count("\n") == 1
 
 
+def test_a_token_kept_by_div_login_goes_only_to_the_server_it_was_kept_for(remote):
+    gpu = remote.machine("alice")
+    gpu.env = {k: v for k, v in gpu.env.items() if k not in ("DIVERGENT_TOKEN", "DIVERGENT_URL")}
+    assert gpu("login", remote.url, input=remote.tokens["alice"] + "\n").returncode == 0
+    other = Listener()  # another server, which must never see alice's token
+
+    elsewhere = gpu("telemetry", DIVERGENT_URL=other.url)
+    same = gpu("telemetry", DIVERGENT_URL=remote.url + "/")
+
+    assert (elsewhere.returncode, elsewhere.stdout) == (1, "")
+    assert elsewhere.stderr == (
+        f"div: there is no token for {other.url} here: div login kept one for {remote.url} "
+        f"only; div login {other.url} gives one, or DIVERGENT_TOKEN= uses this machine's own "
+        "database\n"
+    )
+    assert other.heard() == b""
+    assert (same.returncode, same.stderr) == (0, "")
+
+
 @pytest.mark.parametrize(
     "env, said",
     [
@@ -153,6 +173,42 @@ def test_each_way_of_not_reaching_the_server_is_one_line(remote, env, said):
     assert done.returncode == 1
     assert done.stderr.startswith(said) and done.stderr.count("\n") == 1, done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["telemetry"],
+        ["telemetry", "run-1"],
+        ["telemetry", "run-1", "loss"],
+        ["log", "run-1"],
+        ["secrets", "list", "acme"],
+        ["token", "list"],
+        ["run", "PROJECT", "--", "true"],
+        ["login", "URL"],
+    ],
+    ids=" ".join,
+)
+def test_an_address_that_answers_but_is_not_a_div_serve_is_one_line(div, tmp_path, args):
+    other = Impostor()
+    gpu = Machine(
+        tmp_path,
+        {**div.env, "DIVERGENT_HOME": str(tmp_path), "DATABASE_URL": nowhere()}
+        | {"DIVERGENT_URL": other.url, "DIVERGENT_TOKEN": "div_some-token"}
+        | {"XDG_CONFIG_HOME": str(tmp_path / "config")},
+    )
+    named = {"PROJECT": str(project(tmp_path)), "URL": other.url}
+    try:
+        said = gpu(*[named.get(word, word) for word in args], input="div_some-token\n")
+    finally:
+        other.stop()
+
+    where = "the address given" if args[0] == "login" else "DIVERGENT_URL"
+    assert (said.returncode, said.stdout) == (1, "")
+    assert said.stderr == (
+        f"div: {other.url} answered as something other than a div serve; check {where}\n"
+    )
+    assert not list(tmp_path.glob("runs/*")) and not (tmp_path / "config").exists()
 
 
 def test_a_server_that_fails_is_one_line_saying_what_to_do(div, tmp_path):
@@ -203,6 +259,41 @@ def test_tokens_and_secrets_from_a_gpu_machine_are_its_users_own(remote):
     assert (theirs.returncode, theirs.stderr) == (1, 'div: you have no org "other"; yours: acme\n')
     assert gpu("secrets", "delete", "acme", "HF_TOKEN").returncode == 0
     assert gpu("secrets", "list", "acme").stdout == ""
+
+
+@pytest.mark.parametrize(
+    "args, given",
+    [
+        (["list", "nosuch"], None),
+        (["set", "nosuch", "HF_TOKEN"], "hf_long_enough_value"),
+        (["delete", "nosuch", "HF_TOKEN"], None),
+    ],
+    ids=lambda x: " ".join(x) if isinstance(x, list) else "",
+)
+def test_an_org_that_does_not_exist_is_refused_alike_on_the_server_and_remotely(
+    div, remote, tmp_path, args, given
+):
+    services.org_add(name="other", members=["alice"])  # in every org: "yours" names them all
+    server, gpu = Machine(tmp_path, div.env), remote.machine("alice")
+
+    here = server("secrets", *args, input=given)
+    there = gpu("secrets", *args, input=given)
+
+    refused = (1, "", 'div: you have no org "nosuch"; yours: acme, other\n')
+    assert (here.returncode, here.stdout, here.stderr) == refused
+    assert (there.returncode, there.stdout, there.stderr) == refused
+    assert not Org.objects.filter(name="nosuch").exists()
+
+
+def test_the_servers_div_secrets_works_on_an_org_that_exists_and_on_default(div):
+    assert div("org", "add", "acme").returncode == 0
+    assert div("secrets", "set", "acme", "HF_TOKEN", input="hf_long_enough").returncode == 0
+    # default, where a run without --org goes, is there before anything is made in it
+    assert div("secrets", "set", "default", "HF_TOKEN", input="hf_long_enough").returncode == 0
+
+    assert div("secrets", "list", "acme").stdout == "HF_TOKEN\n"
+    assert div("secrets", "list", "default").stdout == "HF_TOKEN\n"
+    assert sorted(Org.objects.values_list("name", flat=True)) == ["acme", "default"]
 
 
 def test_div_sync_without_a_token_says_how_to_get_one(div):

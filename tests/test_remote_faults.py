@@ -6,18 +6,26 @@ Every line is stored exactly once, and `div run` exits with its command's code."
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import pty
+import re
 import signal
+import sqlite3
 import sys
+import threading
+
+import pytest
 
 from telemetry import processes, queries, services
 from telemetry.models import Run
-from tests.browser import stop
+from tests.browser import Server, serve, stop
 from tests.conftest import wait_for
+from tests.elsewhere import Proxy
 from tests.remote import (  # noqa: F401  (fixtures)
     PACED,
+    Machine,
     closed,
     pid_of,
     project,
@@ -51,7 +59,7 @@ def kept_line(url: str, run: str) -> bytes:
 
 
 def go(gpu, run: Run) -> None:
-    (gpu.home / "runs" / run.name / "files" / "go").touch()
+    (gpu.folder(run.name) / "files" / "go").touch()
 
 
 def test_the_server_killed_mid_run_and_restarted_stores_every_line_exactly_once(remote, tmp_path):
@@ -62,7 +70,7 @@ def test_the_server_killed_mid_run_and_restarted_stores_every_line_exactly_once(
         run = wait_for(points(2), 30, "two points")
         remote.kill()
         go(gpu, run)
-        written = gpu.home / "runs" / run.name / "telemetry.jsonl"
+        written = gpu.folder(run.name) / "telemetry.jsonl"
         wait_for(lambda: written.read_text().count("\n") >= 20, 30, "20 lines written")
         remote.restart()
         out, err = launched.communicate(timeout=60)
@@ -110,6 +118,43 @@ def test_a_server_down_for_the_whole_run_gets_all_of_it_from_div_sync(remote, tm
     assert gpu("sync").returncode == 0  # nothing left: nothing to do
 
 
+def kept_run(remote, gpu, folder, steps: int) -> Run:
+    """A run whose server went away while it ran, and stayed away to its end: kept for div sync.
+    The server is started again."""
+    before = Run.objects.order_by("pk").values_list("pk", flat=True).last() or 0
+    launched = gpu.popen("run", str(folder), *RUN, str(steps), "0.01", "wait")
+    try:
+        run = wait_for(lambda: Run.objects.filter(pk__gt=before, points__gte=2).first(), 30)
+        remote.kill()
+        go(gpu, run)
+        _, err = launched.communicate(timeout=60)
+    finally:
+        launched.kill()
+    assert err == kept_line(remote.url, run.name)
+    remote.restart()
+    return run
+
+
+def test_div_sync_sends_every_run_it_can_and_says_in_one_line_why_not_the_others(remote, tmp_path):
+    folder = project(tmp_path, PACED)
+    gpu = remote.machine("alice")
+    runs = [kept_run(remote, gpu, folder, steps) for steps in (4, 5)]
+    # The one div sync would reach first, by name or number, is no longer on the server.
+    gone, kept = sorted(runs, key=lambda run: run.name)
+    Run.objects.filter(pk=gone.pk).delete()
+
+    synced = gpu("sync")
+
+    assert (synced.returncode, synced.stderr) == (
+        1,
+        f"div: the server at {remote.url} has no {gone.name} of this token's user (deleted, or "
+        "another server now answers there)\n",
+    )
+    kept = closed(kept.name)
+    assert (kept.status, kept.exit_code) == ("succeeded", 0)
+    assert len(steps_stored(kept)) in (4, 5)
+
+
 def test_a_token_revoked_while_the_run_goes_on_keeps_the_run_for_div_sync(remote, tmp_path, div):
     folder = project(tmp_path, PACED)
     gpu = remote.machine("alice")
@@ -146,7 +191,7 @@ def test_a_client_killed_mid_upload_then_div_sync_sends_each_byte_once(remote, t
     run = wait_for(points(100), 30, "100 points")
     launched.kill()  # SIGKILL, mid-upload; its command dies of the broken pipe
     launched.communicate(timeout=30)
-    here = gpu.home / "runs" / run.name
+    here = gpu.folder(run.name)
     command = pid_of(here)
     wait_for(lambda: not processes.alive_here(processes.this_host(), command), 30, "its end")
     written = (here / "telemetry.jsonl").read_text().count("\n")
@@ -167,6 +212,8 @@ def test_a_client_killed_mid_upload_then_div_sync_sends_each_byte_once(remote, t
     assert run.log_path.read_bytes() == (here / "log").read_bytes()
     wait_for(lambda: the_run(run.name).points == written, 30, f"{written} points")
     assert steps_stored(the_run(run.name)) == list(range(1, written + 1))
+    again = gpu("sync")  # all it wrote is there, and it never ended: nothing more to do
+    assert (again.returncode, again.stderr) == (0, "")
 
 
 def test_a_silent_client_shows_as_lost_and_runs_again_once_heard_from(div, tmp_path):
@@ -244,3 +291,319 @@ def test_ctrl_c_on_a_remote_div_run_stops_it_once_its_commands_end_is_sent(remot
     assert (launched.returncode, err) == (130, b"\n")  # click's newline after a ^C, as locally
     run = closed(run.name)
     assert (run.status, run.exit_code, steps_stored(run)) == ("succeeded", 0, list(range(1, 6)))
+
+
+def test_uploads_to_a_server_of_another_home_are_refused_in_one_line_and_kept(remote, tmp_path):
+    """Two homes on one database: the server that answers at the run's address now is not the
+    one whose home holds the run's files. It says so, and div sync sends the rest to the one
+    that does."""
+    folder = project(tmp_path, PACED)
+    gpu = remote.machine("alice")
+    launched = gpu.popen("run", str(folder), *RUN, "10", "0.01", "wait")
+    other = {**remote.env, "DIVERGENT_HOME": str(tmp_path / "other-home")}
+    (tmp_path / "other-home").mkdir()
+    try:
+        run = wait_for(points(2), 30, "two points")
+        remote.kill()
+        elsewhere = serve(other, tmp_path / "other.out", port=remote.server.port)
+        go(gpu, run)
+        out, err = launched.communicate(timeout=60)
+    finally:
+        launched.kill()
+    stop(elsewhere.process)
+
+    assert launched.returncode == 0
+    assert err.decode() == (
+        f"div: {run.name}'s files are kept in another DIVERGENT_HOME than this server's: its "
+        "uploads go to the div serve whose home holds them (every server that takes uploads "
+        f"shares one home); {run.name} is kept here: div sync {run.name} uploads the rest\n"
+    )
+    assert "Traceback" not in elsewhere.said()
+    remote.restart()
+    synced = gpu("sync")
+    assert (synced.returncode, synced.stderr) == (0, "")
+    run = closed(run.name)
+    assert (run.status, steps_stored(run)) == ("succeeded", list(range(1, 11)))
+
+
+def another_server(div, tmp_path, next_run: int, port: int | None = None) -> tuple[Server, str]:
+    """A div serve of its own database and home (on that port, if given), whose next run is
+    run-<next_run>, and a token of alice's (in acme) there."""
+    home = tmp_path / "server-c"
+    home.mkdir()
+    env = {**div.env, "DIVERGENT_HOME": str(home), "DATABASE_URL": f"sqlite:///{home}/db.sqlite3"}
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    server = Machine(home, env)
+    assert server("user", "add", "alice", "--org", "acme").returncode == 0
+    token = server("token", "create", "--user", "alice").stdout.strip()
+    with sqlite3.connect(home / "db.sqlite3") as db:
+        db.execute("DELETE FROM sqlite_sequence WHERE name = 'telemetry_run'")
+        db.execute(
+            "INSERT INTO sqlite_sequence (name, seq) VALUES ('telemetry_run', ?)", (next_run - 1,)
+        )
+    return serve(env, tmp_path / "server-c.out", port=port), token
+
+
+def test_a_run_of_another_server_with_the_same_name_keeps_the_first_ones_unsent_part(
+    div, remote, tmp_path
+):
+    folder = project(tmp_path, PACED)
+    gpu = remote.machine("alice")
+    launched = gpu.popen("run", str(folder), *RUN, "10", "0.01", "wait")
+    try:
+        run = wait_for(points(2), 30, "two points")
+        remote.kill()
+        go(gpu, run)
+        _, err = launched.communicate(timeout=60)
+    finally:
+        launched.kill()
+    assert err == kept_line(remote.url, run.name)
+
+    number = int(run.name.removeprefix("run-"))
+    other, token = another_server(div, tmp_path, next_run=number)
+    try:
+        there = {"DIVERGENT_URL": other.url, "DIVERGENT_TOKEN": token}
+        made = gpu("run", str(folder), *RUN, "3", "0.01", **there)
+        assert (made.returncode, made.stderr) == (0, "")
+        assert made.stdout.splitlines()[0] == run.name  # the same name, on another server
+        read = gpu("telemetry", run.name, "loss", **there)
+        assert read.stdout == "step\tloss\n" + "".join(f"{s}\t{1 / s}\n" for s in (1, 2, 3))
+        left = gpu("sync", **there)  # this server's runs are whole; the first one's is not
+        assert (left.returncode, left.stderr) == (
+            1,
+            f"div: {run.name} was made on {remote.url}, not on {other.url}; div login "
+            f"{remote.url} to upload it\n",
+        )
+    finally:
+        stop(other.process)
+
+    remote.restart()
+    synced = gpu("sync", run.name)
+    assert (synced.returncode, synced.stderr) == (0, "")
+    run = closed(run.name)
+    assert (run.status, run.exit_code, steps_stored(run)) == ("succeeded", 0, list(range(1, 11)))
+    assert gpu("sync").returncode == 0  # nothing left of either
+
+
+def test_a_server_whose_database_was_reset_making_the_same_run_again_sets_the_first_aside(
+    div, remote, tmp_path
+):
+    folder = project(tmp_path, PACED)
+    gpu = remote.machine("alice")
+    launched = gpu.popen("run", str(folder), *RUN, "10", "0.01", "wait")
+    try:
+        run = wait_for(points(2), 30, "two points")
+        remote.kill()
+        go(gpu, run)
+        launched.communicate(timeout=60)
+    finally:
+        launched.kill()
+    earlier = gpu.folder(run.name)
+    written = (earlier / "telemetry.jsonl").read_bytes()
+
+    number = int(run.name.removeprefix("run-"))
+    reset, token = another_server(div, tmp_path, next_run=number, port=remote.server.port)
+    try:
+        made = gpu("run", str(folder), *RUN, "3", "0.01", DIVERGENT_TOKEN=token)
+        synced = gpu("sync", DIVERGENT_TOKEN=token)
+    finally:
+        stop(reset.process)
+
+    aside = earlier.with_name(f"{run.name}.earlier-1")
+    assert (made.returncode, made.stdout.splitlines()[0]) == (0, run.name)
+    assert made.stderr == (
+        f"div: the server at {remote.url} made {run.name} again (its database since reset, or "
+        f"another server answering there): what this machine had of the earlier {run.name}, "
+        f"not all sent, is kept in {aside}\n"
+    )
+    assert (aside / "telemetry.jsonl").read_bytes() == written
+    assert (earlier / "telemetry.jsonl").read_text().count("\n") == 3
+    assert (synced.returncode, synced.stderr) == (0, "")  # what is set aside is never sent
+
+
+def test_an_end_a_proxy_fails_once_is_sent_again_and_the_run_ends(remote, tmp_path):
+    proxy = Proxy(remote.url, path="/end/")
+    folder = project(tmp_path, PACED)
+    gpu = remote.machine("alice", DIVERGENT_URL=proxy.url)
+    try:
+        done = gpu("run", str(folder), *RUN, "5", "0.01")
+    finally:
+        proxy.stop()
+
+    name = done.stdout.splitlines()[0]
+    assert (done.returncode, done.stderr) == (0, "")
+    assert proxy.failed == [f"/api/runs/{name}/end/"]
+    run = closed(name)
+    assert (run.status, run.exit_code, steps_stored(run)) == ("succeeded", 0, [1, 2, 3, 4, 5])
+
+
+def test_a_detached_runs_end_a_proxy_fails_once_is_sent_again_and_followed_to_it(remote, tmp_path):
+    proxy = Proxy(remote.url, path="/end/")
+    folder = project(tmp_path, PACED)
+    gpu = remote.machine("alice", DIVERGENT_URL=proxy.url)
+    laptop = remote.machine("bob", name="laptop")
+    try:
+        name = gpu("run", str(folder), "--detach", *RUN, "5", "0.01").stdout.strip()
+        wait_for(points(5), 30, "its five points")
+        # Well before the 2 minutes after which a silent run is lost: its end came.
+        followed = laptop("telemetry", name, "loss", "-f", timeout=30)
+        run = closed(name, timeout=30)
+    finally:
+        proxy.stop()
+
+    assert (followed.returncode, followed.stderr) == (0, "")
+    assert followed.stdout == "step\tloss\n" + "".join(f"{s}\t{1 / s}\n" for s in range(1, 6))
+    assert proxy.failed == [f"/api/runs/{name}/end/"]
+    assert (run.status, run.exit_code) == ("succeeded", 0)
+    assert "is kept here" not in (gpu.folder(name) / "log").read_text()
+
+
+def test_a_detached_run_refused_for_good_says_so_in_its_log_and_div_sync_sends_the_rest(
+    remote, tmp_path, div
+):
+    folder = project(tmp_path, PACED)
+    gpu = remote.machine("alice")
+    name = gpu("run", str(folder), "--detach", *RUN, "10", "0.01", "wait").stdout.strip()
+    run = wait_for(points(2), 30, "two points")
+    services.token_revoke(user=run.creator, name="token-1")
+    go(gpu, run)
+
+    refused = (
+        "div: the server does not know this token (revoked, or mistyped); make a new one with "
+        "div token create on the server or on your account page, then div login"
+    )
+    kept = f"{refused}; {name} is kept here: div sync {name} uploads the rest\n"
+    log = gpu.folder(name) / "log"
+    wait_for(lambda: log.read_text().endswith(kept), 30, "the supervisor to give up, saying so")
+    assert gpu("sync").stderr == refused + "\n"  # and div sync says so too, until a new token
+    token = div("token", "create", "--user", "alice", "--name", "again").stdout.strip()
+    synced = gpu("sync", DIVERGENT_TOKEN=token)
+    assert (synced.returncode, synced.stderr) == (0, "")
+    run = closed(name)
+    assert (run.status, steps_stored(run)) == ("succeeded", list(range(1, 11)))
+    assert run.log_path.read_text().endswith(kept)
+
+
+def test_another_orgs_run_is_one_line_to_every_command_of_its_user(remote, tmp_path):
+    folder = project(tmp_path, PACED)
+    gpu = remote.machine("alice")
+    run = kept_run(remote, gpu, folder, 3)  # on alice's machine, its end not sent yet
+    eve = remote.machine("eve", name="eve")
+    unknown = f'div: there is no run "{run.name}"; div telemetry lists the runs\n'
+
+    for said, line in (
+        (eve("telemetry", run.name), unknown),
+        (eve("telemetry", run.name, "loss", "-f"), unknown),
+        (eve("log", run.name), unknown),
+        (eve("log", run.name, "-f"), unknown),
+        (
+            gpu("sync", run.name, DIVERGENT_TOKEN=remote.tokens["eve"]),  # her token, his machine
+            f"div: the server at {remote.url} has no {run.name} of this token's user (deleted, "
+            "or another server now answers there)\n",
+        ),
+    ):
+        assert (said.returncode, said.stdout, said.stderr) == (1, "", line)
+    assert eve("telemetry").stdout == "name  status  points  keys  created\n"
+
+    synced = gpu("sync", run.name)  # nothing of it was touched: alice sends the rest
+    assert (synced.returncode, synced.stderr) == (0, "")
+    assert steps_stored(closed(run.name)) == [1, 2, 3]
+
+
+def test_a_chunk_over_the_limit_sent_to_the_server_is_a_413_saying_what_to_do(remote):
+    connection = http.client.HTTPConnection("127.0.0.1", remote.server.port, timeout=30)
+    alice = {"Authorization": f"Bearer {remote.tokens['alice']}"}
+    made = {"org": "acme", "command": ["true"], "layout": {}, "host": "gpu-7", "pid": 1}
+    connection.request("POST", "/api/runs/", json.dumps(made), alice | JSON)
+    name = json.loads(connection.getresponse().read())["name"]
+
+    big = b"x" * (1024 * 1024 + 1)
+    connection.request("POST", f"/api/runs/{name}/files/telemetry/?offset=0", big, alice | BYTES)
+    answer = connection.getresponse()
+    refused = (answer.status, answer.getheader("Divergent-API"), json.loads(answer.read()))
+    connection.request("GET", f"/api/runs/{name}/files/", headers=alice)
+    held = json.loads(connection.getresponse().read())
+    connection.close()
+
+    assert refused == (
+        413,
+        "1",
+        {
+            "error": "a chunk is at most 1,048,576 bytes and this one is 1,048,577; send the file "
+            "in smaller pieces, each naming the offset it starts at",
+            "limit": 1048576,
+        },
+    )
+    assert held == {"telemetry": 0, "log": 0}
+
+
+JSON = {"Content-Type": "application/json"}
+BYTES = {"Content-Type": "application/octet-stream"}
+
+# Two lines, then (once a file named go is there) 2 MB of lines too long to keep, then it waits
+# for a file named end: the server can be away while the 2 MB are written, and back before the
+# command ends.
+CATCH_UP = """\
+import json, os, time
+def wait(name):
+    deadline = time.monotonic() + 60
+    while not os.path.exists(name) and time.monotonic() < deadline:
+        time.sleep(0.02)
+with open(os.environ["DIVERGENT_TELEMETRY_PATH"], "a") as f:
+    f.write(json.dumps({"step": 1}) + "\\n" + json.dumps({"step": 2}) + "\\n")
+    f.flush()
+    wait("go")
+    f.write((json.dumps({"step": 3, "pad": "x" * 5000}) + "\\n") * 400)
+    f.flush()
+    wait("end")
+"""
+
+
+@pytest.mark.parametrize("stderr", ["a terminal", "a pipe"])
+def test_div_run_catching_up_after_an_outage_shows_progress_on_a_terminal_alone(
+    remote, tmp_path, stderr
+):
+    folder = project(tmp_path, CATCH_UP)
+    gpu = remote.machine("alice")
+    main, terminal = pty.openpty() if stderr == "a terminal" else os.pipe()
+    said = bytearray()
+    reading = threading.Thread(target=read_all, args=(main, said))
+    launched = gpu.popen("run", str(folder), *RUN, stderr=terminal)
+    os.close(terminal)
+    reading.start()
+    try:
+        run = wait_for(points(2), 30, "two points")
+        here = gpu.folder(run.name)
+        remote.kill()
+        go(gpu, run)
+        wait_for(lambda: (here / "telemetry.jsonl").stat().st_size > 2_000_000, 30, "2 MB")
+        remote.restart()
+        size = (here / "telemetry.jsonl").stat().st_size
+        wait_for(lambda: run.telemetry_path.stat().st_size == size, 60, "the 2 MB sent")
+        (here / "files" / "end").touch()
+        launched.communicate(timeout=60)
+    finally:
+        launched.kill()
+        reading.join(timeout=10)
+        os.close(main)
+
+    assert launched.returncode == 0
+    if stderr == "a pipe":
+        assert bytes(said) == b""
+    else:  # redrawn on its line, then wiped once caught up
+        size = r"[0-9.]+ (?:bytes|kB|MB|GB)"
+        drawn = rf"\rdiv: {run.name}: {size} of {size} sent, {size}/s\x1b\[K"
+        assert re.fullmatch(rf"(?:{drawn})+\r\x1b\[K", said.decode()), said
+        assert " of 2 MB sent, " in said.decode()
+
+
+def read_all(fd: int, into: bytearray) -> None:
+    """Everything written to the other end, until it is closed."""
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except OSError:  # a pty's other end closed
+            return
+        if not data:
+            return
+        into += data

@@ -169,6 +169,7 @@ def test_stored_values_are_encrypted_by_the_migration(home, transactional_db):
 
 
 def test_a_bad_key_in_the_environment_is_one_line_naming_the_variable(div):
+    services.org_add(name="acme")
     div.env[encryption.KEY_ENV] = "not-a-key"
 
     refused = div("secrets", "set", "acme", "HF_TOKEN", input=SECRET)
@@ -179,6 +180,7 @@ def test_a_bad_key_in_the_environment_is_one_line_naming_the_variable(div):
 
 
 def test_a_key_that_cannot_be_read_or_made_is_one_line(div, tmp_path):
+    services.org_add(name="acme")
     (tmp_path / "file").write_text("")
     div.env["DIVERGENT_HOME"] = str(tmp_path / "file")
     in_a_file = div("secrets", "set", "acme", "HF_TOKEN", input=SECRET)
@@ -209,6 +211,7 @@ def test_a_key_that_cannot_be_read_or_made_is_one_line(div, tmp_path):
 
 
 def test_a_key_from_the_environment_is_used_and_no_file_is_made(div, home):
+    services.org_add(name="acme")
     key = Fernet.generate_key().decode()
     div.env[encryption.KEY_ENV] = key
 
@@ -426,6 +429,7 @@ def test_a_value_of_two_characters_or_more_besides_whitespace_is_a_secret(home, 
 
 
 def test_div_secrets_set_refuses_a_short_value_in_one_line(div):
+    services.org_add(name="acme")
     refused = div("secrets", "set", "acme", "HF_TOKEN", input="lo\n")
 
     assert (refused.returncode, refused.stdout) == (1, "")
