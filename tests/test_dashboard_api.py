@@ -461,7 +461,10 @@ SORT_ERROR = BAD["sort"]
         ({"status": "RUNNING"}, BAD["status"].format(value="RUNNING")),
         ({"status": ["failed"] * 21}, BAD["too_many"].format(name="status", count=21, most=20)),
         ({"q": "x" * 10_000}, BAD["search"].format(length=10_000, most=MAX_SEARCH)),
-        ({"q": "a\x00b"}, BAD["nul"]),
+        ({"q": "a\x00b"}, BAD["nul"].format(name="q", holder="name or command")),
+        # PostgreSQL's text holds no NUL: refused as q's is, never a 500 there
+        ({"sort": "stat:\x00"}, BAD["nul"].format(name="sort", holder="card title")),
+        ({"sort": "-stat:Samples/s\x00"}, BAD["nul"].format(name="sort", holder="card title")),
         ({"sort": "name"}, SORT_ERROR.format(value="name")),
         ({"sort": "--created"}, SORT_ERROR.format(value="--created")),
         ({"sort": "stat:"}, SORT_ERROR.format(value="stat:")),
