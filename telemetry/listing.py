@@ -35,7 +35,7 @@ BAD = {
     "status": '"status" is "{value}", which is not one of ' + ", ".join(STATUSES),
     "org": '"org" is "{value}", which is not one of your orgs: {orgs}',
     "search": '"q" has {length:,} characters; search with up to {most}',
-    "nul": '"q" has a NUL character, which no name or command holds',
+    "nul": '"{name}" has a NUL character, which no {holder} holds',
     "sort": (
         '"sort" is "{value}", which is not one of created, duration, points or stat:<a card\'s '
         "title>, with - before it for the highest first"
@@ -89,8 +89,7 @@ def parse(params: Mapping[str, Sequence[str]], orgs: Sequence[str]) -> Listing:
     search = (_last(params, "q") or "").strip()
     if len(search) > MAX_SEARCH:
         raise ListingError(BAD["search"].format(length=len(search), most=MAX_SEARCH))
-    if "\x00" in search:
-        raise ListingError(BAD["nul"])
+    _text("q", search, "name or command")
     sort = _last(params, "sort") or DEFAULT_SORT
     descending = sort.startswith("-")
     name = sort[1:] if descending else sort
@@ -99,6 +98,7 @@ def parse(params: Mapping[str, Sequence[str]], orgs: Sequence[str]) -> Listing:
         column, card = "stat", name[len(CARD) :]
         if len(card) > MAX_TITLE:
             raise ListingError(BAD["card"].format(length=len(card), most=MAX_TITLE))
+        _text("sort", card, "card title")
     elif name not in COLUMNS:
         raise ListingError(BAD["sort"].format(value=_shown(sort)))
     return Listing(
@@ -123,6 +123,13 @@ def _many(params: Mapping[str, Sequence[str]], name: str) -> list[str]:
     if len(values) > MAX_FILTERS:
         raise ListingError(BAD["too_many"].format(name=name, count=len(values), most=MAX_FILTERS))
     return values
+
+
+def _text(name: str, value: str, holder: str) -> None:
+    """The rule for every text the listing matches in the database (the search, a card's
+    title): PostgreSQL's text holds no NUL, so one is refused here, the same on SQLite."""
+    if "\x00" in value:
+        raise ListingError(BAD["nul"].format(name=name, holder=holder))
 
 
 def _shown(value: str, most: int = 60) -> str:

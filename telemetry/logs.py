@@ -120,7 +120,8 @@ class ScreenPage:
 
     lines: list[list[Span]]
     partial: list[Span] | None
-    offset: int  # the next page starts here: after the whole lines, at the partial's state
+    offset: int  # the next page starts here: after the whole lines, at the partial's line
+    # (a line longer than a page: at its last state)
     more: bool  # the page was cut short: ask again at once
 
 
@@ -151,7 +152,8 @@ def screen_page(path: Path, offset: int, *, page: int = PAGE_BYTES) -> ScreenPag
         lines.append(screen.spans(tail[:cut].decode("utf-8", errors="replace")))
         offset += cut
     elif tail:
-        start = last_state_start(tail)
-        partial = screen.spans(tail[start:].decode("utf-8", errors="replace"))
-        offset += start
+        # Read again from its start next time, not from its last state, so the colours set
+        # before its carriage returns are still on when it is drawn, as on a terminal; a line
+        # longer than a page is skipped to its last state as above.
+        partial = screen.spans(tail.decode("utf-8", errors="replace"))
     return ScreenPage(lines, partial, offset, more=full)

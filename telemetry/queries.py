@@ -471,20 +471,25 @@ def run_page(user, listing: Listing) -> RunPage:
 def _lines(
     pairs: dict[int, tuple[str, str | None] | None], keys: dict[int, dict[str, Key]]
 ) -> dict[int, tuple[list, list]]:
-    """Each run's sparkline as the ingester stored it with its last batch; for a run it has
-    not stored one of that pair for (a run ingested before there were any), read from the
-    pair's coarse level and the points not sealed yet."""
+    """Each run's sparkline as the ingester stored it with its last batch (a line of no point
+    when none of the key's points carries the x), never read from the run's points. Only a run
+    with no row at all, one ingested before rows were kept, is read from the pair's coarse
+    level and its points not sealed yet, as rows were drawn then."""
     drawn = {run_id: pair for run_id, pair in pairs.items() if pair and pair[0] in keys[run_id]}
     lines: dict[int, tuple[list, list]] = {}
     stored = Sparkline.objects.filter(run_id__in=list(drawn)).values_list(
         "run_id", "y", "x", "line"
     )
+    kept = set()
     for run_id, y, x, line in stored:
+        kept.add(run_id)
+        # The ingester rewrites the row in the batch that changes the pair, so a row of
+        # another pair is never one a page sees; were it, it draws nothing rather than read.
         if drawn[run_id] == (y, x):
             lines[run_id] = tuple(orjson.loads(line))
     groups: dict[tuple[str, str | None], list[int]] = {}
     for run_id, pair in drawn.items():
-        if run_id not in lines:
+        if run_id not in kept:
             groups.setdefault(pair, []).append(run_id)
     for (y, x), run_ids in groups.items():
         lines.update(sparklines(run_ids, y, x))

@@ -826,9 +826,9 @@ def sparkline_keep(*, run: Run, tally: Tally) -> None:
     spark = sealing.spark
     if not spark.take(sealing.overviews.get(pair), sealing.sealed, sealing.unsealed):
         return
-    line = spark.line()
-    if line is None:
-        return
+    # A key whose points carry no x yet is stored as a line of no point: the row says so, and
+    # reads this row rather than the run's points, as for any run ingested since rows are kept.
+    line = spark.line() or ([], [])
     y, x = pair
     kept = Sparkline(run=run, y=y, x=x, upto=spark.taken, line=orjson.dumps(line).decode())
     Sparkline.objects.bulk_create(

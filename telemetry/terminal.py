@@ -1,9 +1,10 @@
 """A log as a terminal draws it, for the Log tab. Pure: no Django, no I/O.
 
-A carriage return rewrites its line, so only the last state of a progress bar shows; ANSI
+A carriage return rewrites its line, so only the last state of a progress bar shows, in the
+colours set before it (what was written over is gone, the colours it set are still on); ANSI
 colours and bold become styles (read by rich's ANSI decoder, not a parser of our own); other
-escape sequences and control characters are dropped. The page gets styled spans, never markup
-or escapes to interpret.
+escape sequences, whole or cut short, and control characters are dropped, as a terminal reads
+them without drawing anything. The page gets styled spans, never markup or escapes to interpret.
 
 >>> line_state("Epoch 0:  35%|###  | 35/100\\rEpoch 0: 100%|#####| 100/100")
 'Epoch 0: 100%|#####| 100/100'
@@ -23,9 +24,19 @@ from rich.style import Style
 
 # C0 controls but tab and escape (the decoder reads escapes), and DEL: a terminal draws none.
 CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1a\x1c-\x1f\x7f]")
-# rich reads an operating-system command (a window title, a link) ended by ST; xterm's BEL
-# ending, which most programs write, is turned into ST for it first.
-OSC_BY_BEL = re.compile(r"(\x1b\][^\x07\x1b]*)\x07")
+# The escape sequences of ECMA-48, as a terminal reads them. Only SGR (colours, bold) is handed
+# to rich's decoder; the rest draw nothing, and rich would show some as text: a control string
+# (DCS, SOS, OSC, PM, APC: ESC P, X, ], ^, _) with its body, to its ST or BEL; a CSI; any other
+# escape (ESC 7, ESC ( B, ESC # 8). Each may be cut short, by the end of what has been written
+# so far or by the next escape, and what it had read is dropped all the same.
+ESCAPE = re.compile(
+    r"\x1b[PX\]^_][^\x07\x1b]*(?:\x07|\x1b\\)?"
+    r"|\x1b\[[0-?]*[ -/]*[@-~]?"
+    r"|\x1b[ -/]*[0-~]?"
+)
+# Select Graphic Rendition, the one CSI a line's look depends on: parameters, then m. One with
+# a private marker (ESC [ > 4 ; 1 m, xterm's modifyOtherKeys) is not one.
+SGR = re.compile(r"\x1b\[[0-9:;]*m")
 Span = list  # [text, style or None]; style: {"fg", "bg", "b", "d", "i", "u"}
 
 
@@ -57,8 +68,10 @@ class Screen:
         self.decoder = AnsiDecoder()
 
     def spans(self, line: str) -> list[Span]:
-        line = CONTROLS.sub("", OSC_BY_BEL.sub("\\1\x1b\\\\", line_state(line)))
-        text = self.decoder.decode_line(line)
+        start = last_state_start(line)
+        # What the carriage returns wrote over is not shown, but the colours it set are on.
+        carried = "".join(SGR.findall(_drawn(line[:start])))
+        text = self.decoder.decode_line(CONTROLS.sub("", carried + _drawn(line_state(line))))
         out: list[Span] = []
         for part in text.render(_CONSOLE):
             if part.text:
@@ -69,6 +82,11 @@ class Screen:
 def spans(line: str) -> list[Span]:
     """One line's styled spans, on a screen of its own."""
     return Screen().spans(line)
+
+
+def _drawn(text: str) -> str:
+    """The text with its escape sequences dropped, but SGR."""
+    return ESCAPE.sub(lambda m: m.group() if SGR.fullmatch(m.group()) else "", text)
 
 
 # Only asked to resolve styles: it never prints.

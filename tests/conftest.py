@@ -71,7 +71,13 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
     thread would stop PostgreSQL from dropping the test database at the end."""
     from django.conf import settings
 
-    settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
+    db = settings.DATABASES["default"]
+    db["CONN_MAX_AGE"] = 0
+    if db["ENGINE"].endswith("sqlite3"):
+        # A database of this run's own: another run in the same checkout meanwhile (one file's
+        # tests while the rest run) would otherwise remake and delete the same file under it,
+        # and each would fail with "disk I/O error" wherever the other happened to be.
+        db["TEST"]["NAME"] = settings.DIVERGENT_HOME / f"test-{os.getpid()}.sqlite3"
     # The SQLite test database lives in DIVERGENT_HOME, which a clean clone has yet to make.
     settings.DIVERGENT_HOME.mkdir(parents=True, exist_ok=True)
 

@@ -206,3 +206,44 @@ def test_the_dashboard_keeps_its_view_in_the_address_and_its_rows_live(
         expect(row.locator(".status")).to_have_class("status status-succeeded")
     finally:
         page.context.close()
+
+
+def test_a_filter_of_several_values_lists_every_one_and_the_page_shows_them_all(
+    browser, server, alice
+):
+    made = {}
+    for status in ("running", "succeeded", "failed", "lost"):
+        run = services.run_create(org=services.org_get_or_create(), command=["python", status])
+        Run.objects.filter(pk=run.pk).update(status=status)
+        made[status] = run.name
+    for org in ("lab", "other"):
+        services.org_add(name=org, members=["alice"])
+        run = services.run_create(org=services.org_get_or_create(name=org), command=["python"])
+        Run.objects.filter(pk=run.pk).update(status="succeeded")
+        made[org] = run.name
+
+    page = log_in(browser, server, alice)
+    try:
+        # As the API reads it: a filter repeated, or its values joined by commas, is any of them.
+        page.goto(f"{server.url}/?status=failed,lost&status=running")
+        expect(page.locator("#runs tbody tr[data-run]")).to_have_count(3)
+        assert names(page) == [made["lost"], made["failed"], made["running"]]
+        status = page.locator("select[name=status]")
+        expect(status).to_have_value("failed,lost,running")
+        expect(status.locator("option:checked")).to_have_text("failed, lost or running")
+
+        page.goto(f"{server.url}/?org=lab&org=default&status=succeeded")
+        expect(page.locator("#runs tbody tr[data-run]")).to_have_count(2)
+        assert names(page) == [made["lab"], made["succeeded"]]
+        expect(page.locator("select[name=org] option:checked")).to_have_text("lab or default")
+
+        # Choosing one status is that one alone, the other filter kept.
+        status.select_option("running")
+        expect(page.locator("#runs tbody tr[data-run]")).to_have_count(1)
+        assert names(page) == [made["running"]]
+        assert query(page) == {"status": ["running"], "org": ["lab,default"]}
+        page.go_back()
+        expect(page.locator("#runs tbody tr[data-run]")).to_have_count(2)
+        expect(status).to_have_value("succeeded")
+    finally:
+        page.context.close()

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from telemetry import chunks
 from telemetry.chunks import WINDOW, Column, against, cut, pack, points_of, unpack, within
 from telemetry.lines import INT_MAX, INT_MIN
+from tests.strategies import examples
 
 numbers = st.one_of(
     st.integers(min_value=INT_MIN, max_value=INT_MAX),
@@ -83,15 +84,33 @@ def test_an_integer_past_what_a_float_holds_is_still_inside_its_bounds():
 
 @st.composite
 def windows_of_points(draw):
+    """A window and its points from its start, up to a whole window, each carrying some of four
+    keys: stretches of points of one shape (which keys, in which order), the values taken in
+    turn from a few drawn numbers. Drawn point by point, a window of 1,024 is more than
+    Hypothesis lets one input draw (it is thrown away), and the too_slow health check failed
+    on a cold example database."""
     window = draw(st.integers(0, 20))
     start = chunks.window_start(window)
     size = draw(st.integers(1, WINDOW))
     keys = ["step", "loss", "eval.loss", "lr"]
+    shapes = st.lists(st.sampled_from(keys), min_size=1, unique=True)
+    stretches = draw(st.lists(st.tuples(shapes, st.integers(1, WINDOW)), min_size=1, max_size=8))
+    carried = [shape for shape, times in stretches for _ in range(times)]
+    values = draw(st.lists(numbers, min_size=1, max_size=16))
     points = []
-    for seq in range(start, start + size):
-        carried = draw(st.lists(st.sampled_from(keys), min_size=1, unique=True))
-        points.append((seq, {key: draw(numbers) for key in carried}))
+    for i, seq in enumerate(range(start, start + size)):
+        shape = carried[i % len(carried)]
+        turn = i * len(keys)
+        points.append((seq, {key: values[(turn + j) % len(values)] for j, key in enumerate(shape)}))
     return window, points
+
+
+def test_the_windows_drawn_reach_a_whole_window_of_points_whose_keys_come_and_go():
+    windows = [points for _, points in examples(windows_of_points())]
+
+    assert sum(len(points) > WINDOW // 2 for points in windows) >= 20
+    assert max(len(points) for points in windows) > WINDOW - 8
+    assert max(len({tuple(data) for _, data in points}) for points in windows) > 2
 
 
 @pytest.mark.parametrize("wide", [0, 1000], ids=["by shape", "by number"])

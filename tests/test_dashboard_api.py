@@ -461,7 +461,10 @@ SORT_ERROR = BAD["sort"]
         ({"status": "RUNNING"}, BAD["status"].format(value="RUNNING")),
         ({"status": ["failed"] * 21}, BAD["too_many"].format(name="status", count=21, most=20)),
         ({"q": "x" * 10_000}, BAD["search"].format(length=10_000, most=MAX_SEARCH)),
-        ({"q": "a\x00b"}, BAD["nul"]),
+        ({"q": "a\x00b"}, BAD["nul"].format(name="q", holder="name or command")),
+        # PostgreSQL's text holds no NUL: refused as q's is, never a 500 there
+        ({"sort": "stat:\x00"}, BAD["nul"].format(name="sort", holder="card title")),
+        ({"sort": "-stat:Samples/s\x00"}, BAD["nul"].format(name="sort", holder="card title")),
         ({"sort": "name"}, SORT_ERROR.format(value="name")),
         ({"sort": "--created"}, SORT_ERROR.format(value="--created")),
         ({"sort": "stat:"}, SORT_ERROR.format(value="stat:")),
@@ -518,6 +521,12 @@ def test_a_page_of_live_runs_reads_their_stored_sparklines_not_their_points(clie
         launch(f"run {i}", lines=[{"step": s, "loss": 1 / s} for s in range(1, 600)])
         for i in range(3)
     ]
+    # Its first key has 600 points, none of which carries the panel's x: a line of no point.
+    no_x = launch(
+        "no x",
+        layout='x = "epoch"\n[[panel]]\ny = ["loss"]\n',
+        lines=[{"step": s, "loss": 1 / s} | {f"k{k}": k for k in range(50)} for s in range(1, 601)],
+    )
     older = launch("older", lines=[{"step": 1, "loss": 4}, {"step": 2, "loss": 3}])
     Sparkline.objects.filter(run=older).delete()  # as a run ingested before rows were kept
 
@@ -527,6 +536,9 @@ def test_a_page_of_live_runs_reads_their_stored_sparklines_not_their_points(clie
     # One read of points not sealed yet: the older run's, drawn the way rows were before.
     [tail] = [q["sql"] for q in read.captured_queries if "telemetry_point" in q["sql"]]
     assert f"IN ({older.pk})" in tail
-    lines = {row["name"]: (row["sparkline"]["xs"], row["sparkline"]["ys"]) for row in body["runs"]}
+    rows = {row["name"]: row["sparkline"] for row in body["runs"]}
+    lines = {name: (line["xs"], line["ys"]) for name, line in rows.items()}
     assert lines[older.name] == ([1, 2], [4, 3])
     assert all(lines[run.name][0][-1] == 599 for run in live)
+    # The page says "loss: no points with epoch", as the dashboard does for such a key.
+    assert rows[no_x.name] == {"y": "loss", "x": "epoch", "count": 600, "xs": [], "ys": []}

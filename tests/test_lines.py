@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from telemetry.lines import Line, Reason, format_number, notice, read_line
+from telemetry.lines import MAX_LINE_BYTES, Line, Reason, format_number, notice, read_line
+from tests.strategies import characters, examples
 
 # Written out here rather than imported, so a wrong pattern in the source cannot pass its own test:
 # "letters, digits, _ and - between dots".
@@ -314,7 +315,7 @@ json_leaves = (
     | st.booleans()
     | st.integers(min_value=-(2**70), max_value=2**70)
     | st.floats()  # NaN and the infinities included
-    | st.text(max_size=6)
+    | st.text(characters(), max_size=6)
 )
 key_names = st.text(alphabet="ab_-./ü1 ", max_size=5) | st.sampled_from(["step", "loss", "eval"])
 json_values = st.recursive(
@@ -331,6 +332,38 @@ def json_lines() -> st.SearchStrategy[bytes]:
     )
 
 
+def json_lines_at_the_limit() -> st.SearchStrategy[bytes]:
+    """JSON lines of a few bytes either side of 4 KiB: spaces before the object, which JSON
+    allows, make up the length."""
+    widths = st.integers(MAX_LINE_BYTES - 4, MAX_LINE_BYTES + 4)
+    return st.builds(lambda line, width: line.rjust(width), json_lines(), widths)
+
+
+# Bytes of any length up to 6 KiB, the long ones a short piece repeated: drawn byte by byte,
+# an input past 4 KiB is more than Hypothesis lets one input draw (it is thrown away, and
+# st.binary(max_size=5000) drew none in 200), and the too_slow health check then failed the
+# test on a cold example database.
+any_bytes = st.binary(max_size=512) | st.builds(
+    lambda piece, size: (piece * size)[:size],
+    st.binary(min_size=1, max_size=8),
+    st.integers(0, MAX_LINE_BYTES + 2048),
+)
+any_lines = (
+    any_bytes
+    | json_lines()
+    | json_lines_at_the_limit()
+    | st.builds(lambda b: b + b"\r", json_lines() | json_lines_at_the_limit())
+)
+
+
+def test_the_lines_drawn_reach_past_4_kib_and_either_side_of_it_as_json():
+    # Of 200, st.binary(max_size=5000) drew none past 4 KiB.
+    assert sum(len(raw) > MAX_LINE_BYTES for raw in examples(any_bytes)) >= 5
+    assert sum(len(raw) > MAX_LINE_BYTES for raw in examples(any_lines)) >= 20
+    read = {len(raw): read_line(raw) for raw in examples(json_lines_at_the_limit(), 50)}
+    assert isinstance(read[MAX_LINE_BYTES], Line) and read[MAX_LINE_BYTES + 1] is Reason.TOO_LONG
+
+
 def assert_kept_numbers_follow_the_rules(line: Line) -> None:
     assert len(line.numbers) <= 64
     for key, value in line.numbers.items():
@@ -342,7 +375,7 @@ def assert_kept_numbers_follow_the_rules(line: Line) -> None:
 
 
 @settings(max_examples=100)
-@given(st.binary(max_size=5000) | json_lines() | st.builds(lambda b: b + b"\r", json_lines()))
+@given(any_lines)
 def test_any_bytes_are_read_as_a_point_or_a_reason_and_never_raise(raw):
     line = read_line(raw)
     assert isinstance(line, Line | Reason)
@@ -351,7 +384,7 @@ def test_any_bytes_are_read_as_a_point_or_a_reason_and_never_raise(raw):
 
 
 @settings(max_examples=100)
-@given(json_lines())
+@given(json_lines() | json_lines_at_the_limit())
 def test_any_json_line_keeps_only_finite_numbers_under_good_keys(raw):
     line = read_line(raw)
     if len(raw) > 4096:

@@ -77,6 +77,22 @@ def test_a_line_being_written_is_replaced_by_its_next_state(client, alice, small
     assert (second["lines"], second["partial"]) == ([], [["downloading  60%", None]])
 
 
+def test_a_line_being_written_keeps_the_colour_set_before_its_returns_poll_after_poll(
+    client, alice, small
+):
+    client.force_login(alice)
+    services.log_append(small, "done\n\x1b[32mdownloading  10%")
+    first = screen(client, small).json()
+    services.log_append(small, "\rdownloading  60%")
+    second = screen(client, small, first["offset"]).json()
+    third = screen(client, small, second["offset"]).json()
+
+    assert first["lines"] == [[["done", None]]]
+    assert first["partial"] == [["downloading  10%", {"fg": 2}]]
+    assert (second["lines"], second["partial"]) == ([], [["downloading  60%", {"fg": 2}]])
+    assert (third["lines"], third["partial"]) == ([], [["downloading  60%", {"fg": 2}]])
+
+
 def test_a_line_longer_than_a_page_with_no_returns_comes_whole_in_pieces(client, alice, small):
     long = "é" * logs.PAGE_BYTES  # two bytes each: the page boundary falls inside one
     services.log_append(small, long + "\nend\n")
@@ -109,3 +125,17 @@ def test_the_screen_sends_no_markup_only_text_and_styles(client, alice, small):
 
     assert body["lines"] == [[["<script>alert(1)</script> ", None], ["<b>", {"b": 1}]]]
     assert json.dumps(body).count("<script>") == 1  # as text, for the page's textContent
+
+
+def test_a_bar_past_what_one_page_may_skip_goes_on_from_its_last_state(tmp_path, monkeypatch):
+    monkeypatch.setattr(logs, "SCAN_BYTES", 64)
+    path = tmp_path / "log"
+    path.write_text("".join(f"\r{i:>4}%" for i in range(100)))  # 600 bytes, no newline
+
+    offsets, page = [0], None
+    while (page is None or page.more) and len(offsets) < 20:
+        page = logs.screen_page(path, offsets[-1], page=32)
+        offsets.append(page.offset)
+
+    assert offsets == sorted(offsets) and len(offsets) < 20
+    assert page.partial == [["  99%", None]]

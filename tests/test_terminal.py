@@ -53,10 +53,36 @@ def test_256_and_true_colours_become_their_own_colour():
         "\x1b]0;a title\x07done",  # the window's title
         "do\x07ne",  # a bell
         "\x1b[?25ldone\x1b[?25h",  # hide and show the cursor
+        "\x1bPq#0;2;0;0;0#1;2;100;100;0\x1b\\done",  # a DCS (sixel graphics), body and all
+        "\x1b_an APC\x1b\\do\x1b^a PM\x1b\\ne",  # application and privacy strings
+        "\x1b#8\x1b%Gdone",  # escapes with intermediates: screen alignment, UTF-8
+        "\x1b[>4;1mdone",  # xterm's modifyOtherKeys: a private CSI ending in m, not a colour
+        "\x1b(B\x1b[mdone",  # ncurses' sgr0: the ASCII character set, then reset
+        "done\x1b[",  # a CSI cut short at the end of what has been written so far
+        "done\x1b[38;5",
+        "done\x1b",
+        "done\x1b]0;a tit",  # the window's title, cut short
+        "done\x1bP1$r",  # a DCS, cut short
+        "do\x1b[1;2\x1b[mne",  # a CSI cut short by the next escape
     ],
 )
 def test_other_escape_sequences_and_control_characters_are_dropped(line):
     assert spans(line) == [["done", None]]
+
+
+def test_a_colour_set_before_a_carriage_return_is_still_on_for_what_is_written_after_it():
+    assert spans("\x1b[32mA\rB") == [["B", {"fg": 2}]]
+    assert spans("\x1b[1m\x1b[31m 10%\r\x1b[22m 20%\r 30%") == [[" 30%", {"fg": 1}]]
+    assert spans("\x1b[33mwarn\r\x1b[0mdone") == [["done", None]]
+
+
+def test_a_colour_set_in_a_state_written_over_carries_to_the_next_line():
+    screen = Screen()
+
+    assert [screen.spans(line) for line in ["\x1b[36m 50%\r100%", "next"]] == [
+        [["100%", {"fg": 6}]],
+        [["next", {"fg": 6}]],
+    ]
 
 
 def test_a_colour_left_on_carries_to_the_next_line_as_on_a_terminal():

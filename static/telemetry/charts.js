@@ -352,10 +352,9 @@ const Charts = (function () {
           });
         }
       }
-      panel.note.textContent = TabRules.traceNotes({ x: xOf(panel), range: panel.range, traces });
-      // Axes stay while any trace of the panel has points, even none in view: a double-click
-      // zooms back out. Only a panel of keys never written says "no points yet" instead.
-      const anything = traces.some((t) => t.written);
+      const shown = { x: xOf(panel), range: panel.range, traces };
+      panel.note.textContent = TabRules.traceNotes(shown);
+      const anything = TabRules.hasPoints(shown);
       panel.empty.hidden = anything;
       panel.plot.hidden = !anything;
       panel.el.dataset.points = String(Object.values(panel.traces).reduce((n, s) => n + (s.drawn || 0), 0));

@@ -6,6 +6,7 @@
 (function () {
   const MOST_COMPARED = 10; // runs one comparison overlays: more lines than a chart can tell apart
   const PARAMS = ["q", "status", "org", "sort", "page"];
+  const FILTERS = ["status", "org"]; // any of several values
   const DEFAULT_SORT = "-created";
   const SEARCH_PAUSE = 300; // ms of no typing before a search is made
   const SELECTED_KEY = "divergent.compare";
@@ -28,10 +29,19 @@
 
   // ---- the address ------------------------------------------------------------------------
 
+  // The address read as /api/runs/search/ reads it (telemetry/listing.py's parse), so the page
+  // shows what it lists: a filter is any of its values, repeated (?status=failed&status=lost)
+  // or joined by commas, kept here joined by commas; any other parameter given twice is its
+  // last value.
   function stateFromAddress() {
     const params = new URLSearchParams(location.search);
     const state = {};
-    for (const name of PARAMS) state[name] = params.get(name) || "";
+    for (const name of PARAMS) {
+      const values = params.getAll(name);
+      state[name] = FILTERS.includes(name)
+        ? values.flatMap((value) => value.split(",")).filter(Boolean).join(",")
+        : values[values.length - 1] || "";
+    }
     return state;
   }
 
@@ -95,8 +105,8 @@
   function showControls(state) {
     // The address wins (back, forward, a link), but what is being typed keeps its spaces.
     if (form.elements.q.value.trim() !== state.q) form.elements.q.value = state.q;
-    form.elements.status.value = state.status;
-    setOrg(state.org);
+    setChoice(form.elements.status, state.status);
+    setChoice(form.elements.org, state.org);
     setSort(state.sort || DEFAULT_SORT);
     for (const th of document.querySelectorAll("th[data-sort]")) {
       const sort = state.sort || DEFAULT_SORT;
@@ -105,10 +115,15 @@
     }
   }
 
-  function setOrg(org) {
-    const select = form.elements.org;
-    if (org && ![...select.options].some((o) => o.value === org)) select.append(new Option(org, org));
-    select.value = org;
+  // A filter's select shows the address's choice, one the select does not offer (several
+  // values: "failed, lost or running") as an option of its own.
+  function setChoice(select, value) {
+    if (value && ![...select.options].some((o) => o.value === value)) {
+      const shown = [...new Set(value.split(","))];
+      const label = shown.length > 1 ? `${shown.slice(0, -1).join(", ")} or ${shown[shown.length - 1]}` : value;
+      select.append(new Option(label, value));
+    }
+    select.value = value;
   }
 
   function setSort(sort) {

@@ -68,11 +68,16 @@ const TabRules = (function () {
   // panel: {keys, x, range, traces: {key: {total, drawn, passed_over, first_passed_x,
   // off_log_scale}}, written: {key: points that carry it}}
   function panelNote(panel) {
-    return traceNotes({
+    return traceNotes(panelTraces(panel));
+  }
+
+  // A run's panel as traceNotes and hasPoints take it: a trace a key.
+  function panelTraces(panel) {
+    return {
       x: panel.x,
       range: panel.range,
       traces: panel.keys.map((key) => ({ label: key, written: panel.written[key], series: panel.traces[key] })),
-    });
+    };
   }
 
   // The same note for any traces, a trace being one run's key: each part is said of the trace's
@@ -180,10 +185,11 @@ const TabRules = (function () {
     return `?${parts.join("&")}`;
   }
 
-  // Whether a panel has anything to draw axes for: a key of it that some point has written.
-  // A panel of keys no point has written shows "no points yet" instead of a plot.
+  // Whether a panel has anything to draw axes for: a trace of it (a run's key) that some point
+  // has written, even with none in view, so a double-click zooms back out. A panel of keys no
+  // point has written shows "no points yet" instead of a plot. panel: as traceNotes takes it.
   function hasPoints(panel) {
-    return panel.keys.some((key) => panel.written[key]);
+    return panel.traces.some((t) => t.written);
   }
 
   // Counts each key of the points into written: how many points carry each key.
@@ -193,8 +199,8 @@ const TabRules = (function () {
   }
 
   return {
-    pointX, reduce, breaksBetween, drawable, asWritten, count, passedOver, panelNote, hasPoints, tally,
-    traceNotes, traceLabel, legendName, runColor, keyDash, sectionOf, sections, compareQuery,
+    pointX, reduce, breaksBetween, drawable, asWritten, count, passedOver, panelNote, panelTraces,
+    hasPoints, tally, traceNotes, traceLabel, legendName, runColor, keyDash, sectionOf, sections, compareQuery,
   };
 })();
 

@@ -57,7 +57,7 @@ const trace = (over) => ({ total: 10, drawn: 10, passed_over: 0, first_passed_x:
 
 test("no points yet is only for a key no point has written", () => {
   assert.equal(R.panelNote(panel({})), "loss: no points yet");
-  assert.equal(R.hasPoints(panel({})), false);
+  assert.equal(R.hasPoints(R.panelTraces(panel({}))), false);
   assert.equal(R.panelNote(panel({ written: { loss: 97999 }, traces: { loss: trace() } })), "");
 });
 
@@ -69,7 +69,13 @@ test("a key with points but none in view says so, and the panel keeps its axes",
     traces: { loss: trace({ total: 31, drawn: 31 }), gnorm: trace({ total: 0, drawn: 0 }) },
   });
   assert.equal(R.panelNote(zoomed), "gnorm: no points in this range");
-  assert.equal(R.hasPoints(zoomed), true);
+  assert.equal(R.hasPoints(R.panelTraces(zoomed)), true);
+});
+
+test("a comparison's panel keeps its axes while any run's key has points", () => {
+  const traces = [{ label: "run-3", written: 0 }, { label: "run-7", written: 5 }];
+  assert.equal(R.hasPoints({ x: "step", range: null, traces }), true);
+  assert.equal(R.hasPoints({ x: "step", range: null, traces: traces.slice(0, 1) }), false);
 });
 
 test("a key whose points all lack the panel's x says so", () => {
@@ -98,4 +104,19 @@ test("a panel note joins its keys' parts", () => {
 test("tally counts the points that carry each key", () => {
   const written = R.tally({ loss: 2 }, [{ seq: 3, data: { step: 3, loss: 1 } }, { seq: 4, data: { step: 4 } }]);
   assert.deepEqual(written, { loss: 3, step: 2 });
+});
+
+// A rule tested here says what the page does only if the page calls it, never a copy of it.
+test("every rule is called by a page's script or by another rule", () => {
+  const dir = path.join(__dirname, "..", "..", "static", "telemetry");
+  const read = (name) => fs.readFileSync(path.join(dir, name), "utf8");
+  const pages = fs.readdirSync(dir).filter((f) => f.endsWith(".js") && f !== "rules.js").map(read).join("\n");
+  const rules = read("rules.js");
+  const uncalled = Object.keys(R).filter((name) => {
+    if (name === "panelNote") return false; // a run's panel as the cases write it: traceNotes says it
+    const byPage = new RegExp(`\\bTabRules\\.${name}\\(`).test(pages);
+    const byRule = (rules.match(new RegExp(`(?<!function )\\b${name}\\(`, "g")) || []).length > 0;
+    return !byPage && !byRule;
+  });
+  assert.deepEqual(uncalled, []);
 });
