@@ -390,6 +390,8 @@ def test_secret_set_refuses_a_value_that_would_mask_ordinary_text(home, db, valu
 
 
 def test_div_secrets_set_refuses_a_whitespace_value_in_one_line(div):
+    services.org_get_or_create(name="acme")
+
     refused = div("secrets", "set", "acme", "HF_TOKEN", input=" " * 12 + "\n")
 
     assert (refused.returncode, refused.stdout) == (1, "")
@@ -398,6 +400,8 @@ def test_div_secrets_set_refuses_a_whitespace_value_in_one_line(div):
 
 
 def test_div_secrets_set_refuses_one_character_repeated_in_one_line(div):
+    services.org_get_or_create(name="acme")
+
     refused = div("secrets", "set", "acme", "HF_TOKEN", input="=" * 40)
 
     assert (refused.returncode, refused.stdout) == (1, "")
