@@ -22,17 +22,25 @@ LOG_POLL = 0.1  # seconds between looks at a followed log
 
 
 def follow(
-    run: Run, out: BinaryIO | Printer, *, follow: bool, wait: Callable[[float], object] = time.sleep
+    run: Run,
+    out: BinaryIO | Printer,
+    *,
+    follow: bool,
+    wait: Callable[[float], object] = time.sleep,
+    done: Callable[[], bool] | None = None,
 ) -> None:
     """Print the log's bytes as written, as cat would (a progress bar still draws in a
     terminal), and with follow, keep printing them until the run has ended. `wait` is how to
-    pass the time between looks: one that returns early when the run ends saves the wait."""
+    pass the time between looks: one that returns early when the run ends saves the wait.
+    `done`, when given, says when nothing more will be written (the supervisor in this
+    process has finished, its ingester's notes included): the run's end is recorded before
+    its ingester has drained the telemetry and written what it notes of it."""
     follower = Follower(run, read=False)
     with open(run.log_path, "rb") as log:
 
         def look() -> Look:
             follower.step()  # a run whose supervisor has gone ends as lost: so does this
-            ended = not run.is_live
+            ended = not run.is_live if done is None else done()
             data = log.read()
             if data:
                 out.write(data)

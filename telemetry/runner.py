@@ -152,7 +152,7 @@ def run_attached(run: Run, out: logs.Printer, command: list[str]) -> int:
     # div run exits (130); SIGTERM and SIGHUP are passed on as div supervise does.
     with passing_on_signals():
         try:
-            logs.follow(run, out, follow=True, wait=done.wait)
+            logs.follow(run, out, follow=True, wait=done.wait, done=done.is_set)
         except KeyboardInterrupt:
             done.wait()
             raise

@@ -4,11 +4,14 @@ div telemetry -f, of one run or several, locally or over the API."""
 from __future__ import annotations
 
 import doctest
+import io
 
 import pytest
 
-from telemetry import following
+from telemetry import following, logs, services
 from telemetry.following import Look
+
+pytest_plugins = ["tests.personas"]
 
 
 def test_the_example_in_the_module_holds():
@@ -33,3 +36,23 @@ def test_following_looks_until_the_end_with_one_pause_a_round(looks, follow, wai
 
     assert paused == [0.2] * waits
     assert next(said, None) is None  # every look was made, and no more
+
+
+@pytest.mark.database
+def test_an_attached_run_prints_what_is_written_to_its_log_after_its_end_is_recorded(make_run):
+    """The run's end is recorded before its ingester has drained the telemetry and written
+    its notes: an attached div run prints them, since it follows until its supervisor is done,
+    not until the run's status says ended."""
+    run = make_run().run
+    services.run_finish(run=run, exit_code=0)
+    run.log_path.write_bytes(b"line 1\n")
+    supervisor_done = []
+
+    def meanwhile(_seconds: float) -> None:
+        services.log_append(run, "telemetry: a note of the ingester's\n")
+        supervisor_done.append(True)
+
+    printed = io.BytesIO()
+    logs.follow(run, printed, follow=True, wait=meanwhile, done=lambda: bool(supervisor_done))
+
+    assert printed.getvalue() == b"line 1\ntelemetry: a note of the ingester's\n"
