@@ -46,6 +46,7 @@ UNKNOWN_KEY = "{where} has {key}, which is not one of {allowed}"
 TOO_BIG = "telemetry is {size:,} bytes; a layout file is at most {most} MiB"
 TOO_MANY_TABLES = "telemetry has {count:,} [[{table}]] tables; a tab shows up to {most}"
 TITLE_TOO_LONG = "{where} has a title of {length:,} characters; keep it to {most}"
+TITLE_CONTROL = "{where} has a title with {char} in it; a title is one line of text"
 NOT_TABLES = (
     "telemetry has a {table} that is not a [[{table}]] table; write each {table} as [[{table}]]"
 )
@@ -241,9 +242,19 @@ def _tables(data: dict, name: str) -> list[dict]:
 
 def _title(where: str, table: dict) -> str | None:
     title = _string(where, table, "title")
-    if title is not None and len(title) > MAX_TITLE:
+    if title is None:
+        return None
+    if len(title) > MAX_TITLE:
         raise LayoutError(TITLE_TOO_LONG.format(where=where, length=len(title), most=MAX_TITLE))
+    # A basic string's escapes can write any character: a NUL no PostgreSQL text can hold,
+    # a newline or an escape sequence that would break a panel's heading or a table's row.
+    control = _CONTROL.search(title)
+    if control:
+        raise LayoutError(TITLE_CONTROL.format(where=where, char=_show(control[0])))
     return title
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def _check_known(where: str, table: dict, allowed: tuple[str, ...]) -> None:

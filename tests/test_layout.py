@@ -313,7 +313,7 @@ def test_it_refuses_with_the_wording_the_brief_gives(text, message):
             id="a subtable in a panel",
         ),
         pytest.param(
-            '[[panel]]\ny = "a"\ntitle = "x\\ny"\nwide = "a\\nb"',
+            '[[panel]]\ny = "a"\nwide = "a\\nb"',
             NOT_BOOL.format(where=panel(1), key="wide", value='"a\\nb"'),
             id="a newline in a value stays escaped",
         ),

@@ -51,6 +51,18 @@ def stats(count: int, title: str | None = None) -> str:
             "telemetry [[stat]] 1 has a title of 201 characters; keep it to 200",
         ),
         (
+            panels(1, "loss\\u0000"),
+            'telemetry [[panel]] 1 has a title with "\\u0000" in it; a title is one line of text',
+        ),
+        (
+            panels(1) + stats(1, "two\\nlines"),
+            'telemetry [[stat]] 1 has a title with "\\n" in it; a title is one line of text',
+        ),
+        (
+            panels(1, "\\u001b[31mred"),
+            'telemetry [[panel]] 1 has a title with "\\u001b" in it; a title is one line of text',
+        ),
+        (
             "# " + "x" * MAX_FILE_BYTES + "\n" + panels(1),
             f"telemetry is {MAX_FILE_BYTES + 3 + len(panels(1)):,} bytes; "
             "a layout file is at most 4 MiB",
@@ -77,6 +89,20 @@ def test_a_layout_at_every_limit_is_read():
     assert len(parsed["panels"]) == MAX_PANELS
     assert len(parsed["stats"]) == MAX_STATS
     assert parsed["panels"][-1]["title"] == parsed["stats"][-1]["title"] == title
+
+
+def test_div_run_refuses_a_title_with_a_nul_in_one_line_and_creates_no_run(div, tmp_path):
+    # On PostgreSQL, storing it was a database error: no text there holds a NUL.
+    (tmp_path / "telemetry.toml").write_text(panels(1, "loss\\u0000"))
+
+    launched = div("run", str(tmp_path), "--", sys.executable, "-c", "pass")
+
+    assert (launched.returncode, launched.stdout) == (1, "")
+    assert launched.stderr == (
+        "div: the API refused the run: telemetry [[panel]] 1 has a title with "
+        '"\\u0000" in it; a title is one line of text\n'
+    )
+    assert not Run.objects.exists()
 
 
 def test_div_run_refuses_a_layout_past_a_limit_and_creates_no_run(div, tmp_path):
