@@ -4,7 +4,7 @@ Pure: no Django, no I/O. The ingester, the API and the tests all call `read_line
 "Writing it" and "What is not kept" are written here once.
 
 >>> read_line(b'{"step": 120, "eval": {"loss": 0.4}, "note": "warmup", "lr": NaN}')
-Line(numbers={'step': 120, 'eval.loss': 0.4}, passed_over=('lr',), bad_keys=())
+Line(numbers={'step': 120, 'eval.loss': 0.4}, passed_over=('lr',), bad_keys=(), secret_keys=())
 >>> read_line(b'[1, 2]')
 <Reason.NOT_OBJECT: 'not_object'>
 """

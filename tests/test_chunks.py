@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -18,10 +16,6 @@ numbers = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False),
 )
 windows = st.integers(min_value=0, max_value=300)
-
-
-def test_the_docstring_examples_hold():
-    assert doctest.testmod(chunks).failed == 0
 
 
 def as_written(values: list) -> list[str]:

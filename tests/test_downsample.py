@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -14,10 +12,6 @@ from telemetry.downsample import min_max, smooth
 finite = st.floats(min_value=-1e12, max_value=1e12, allow_nan=False, allow_infinity=False)
 numbers = st.one_of(st.integers(min_value=-(10**12), max_value=10**12), finite)
 weights = st.floats(min_value=0.001, max_value=0.999)
-
-
-def test_the_docstring_examples_hold():
-    assert doctest.testmod(downsample).failed == 0
 
 
 # ---- min_max -----------------------------------------------------------------------------

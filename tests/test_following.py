@@ -3,7 +3,6 @@ div telemetry -f, of one run or several, locally or over the API."""
 
 from __future__ import annotations
 
-import doctest
 import io
 
 import pytest
@@ -12,10 +11,6 @@ from telemetry import following, logs, services
 from telemetry.following import Look
 
 pytest_plugins = ["tests.personas"]
-
-
-def test_the_example_in_the_module_holds():
-    assert doctest.testmod(following).failed == 0
 
 
 @pytest.mark.parametrize(

@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import doctest
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from telemetry import joins
 from telemetry.joins import Join, join, joined_x
-
-
-def test_the_examples_in_the_modules_hold():
-    assert doctest.testmod(joins).failed == 0
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -16,10 +14,6 @@ ROOT = "/home/alice/project"
 
 def plan(entries, **rules):
     return Rules(root=ROOT, **rules).plan(entries)
-
-
-def test_the_examples_in_the_module_hold():
-    assert doctest.testmod(shipping).failed == 0
 
 
 def test_divergent_home_inside_the_directory_is_left_out_with_its_contents_and_noted():

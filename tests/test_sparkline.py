@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import doctest
-
 from hypothesis import given
 from hypothesis import strategies as st
 
-from telemetry import sparkline
 from telemetry.overview import Overview
 from telemetry.sparkline import Spark, view
-
-
-def test_the_examples_in_the_module_hold():
-    assert doctest.testmod(sparkline).failed == 0
 
 
 def drawn_at_once(points: list[tuple[int, dict]]) -> tuple[list, list] | None:
