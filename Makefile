@@ -43,6 +43,7 @@ bench: $(STAMP)  ## the benchmarks: bench/README.md says what each figure is
 	$(PY) bench/latency.py
 	$(PY) bench/backlog.py
 	$(PY) bench/dashboard.py
+	$(PY) bench/remote.py
 
 clean:
 	rm -rf $(VENV) var test-artifacts
