@@ -95,6 +95,13 @@ def interleaved(
     return samples
 
 
+def run_folder(home: Path, run: str) -> Path:
+    """A run's folder in a home: runs/run-7/ on the server, and on a GPU machine in the folder
+    of the server it was made on (runs/http-127.0.0.1-8000/run-7/)."""
+    (folder,) = [path for path in (home / "runs").glob(f"**/{run}") if path.is_dir()]
+    return folder
+
+
 def sqlite_bytes(db: Path) -> int:
     """The database's size on disk: the file plus its -wal, after a truncating checkpoint."""
     with sqlite3.connect(db) as con:

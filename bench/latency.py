@@ -22,7 +22,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, Row, command_line, django_env, progress, scratch, table, write_json
+from common import (
+    ROOT,
+    Row,
+    command_line,
+    django_env,
+    progress,
+    run_folder,
+    scratch,
+    table,
+    write_json,
+)
 from tab import DB_NAME, launch, log_in, percentile, serving
 
 P50_MAX_MS = 300
@@ -189,7 +199,7 @@ def measure(server: Any, home: Path, run: str, go: Path, lines: int) -> dict:
 
 def written_at(home: Path, run: str) -> dict[int, float]:
     """step -> the writer's wall clock just before that line's write, in ms."""
-    path = home / "runs" / run / "telemetry.jsonl"
+    path = run_folder(home, run) / "telemetry.jsonl"
     stamps = {}
     for line in path.read_text().splitlines():
         data = json.loads(line)

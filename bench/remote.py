@@ -34,6 +34,7 @@ from common import (
     interleaved,
     median,
     progress,
+    run_folder,
     scratch,
     spread,
     table,
@@ -117,7 +118,7 @@ def ingested(env: dict, project: Path, source: Path, server_home: Path, files_ho
         raise RuntimeError(
             f"div run of {name} exited {process.returncode}:\n{process.stderr.read()}"
         )
-    written = float((files_home / "runs" / name / "files" / "written-at").read_text())
+    written = float((run_folder(files_home, name) / "files" / "written-at").read_text())
     return {"run": name, "stored": closed_at - written, "done": done_at - written}
 
 
