@@ -6,12 +6,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from functools import partial
 
 import pytest
 
 from telemetry import services
 from telemetry.models import Org, Run
-from tests.conftest import ROOT
+from tests.conftest import ROOT, div_at
 
 COMMANDS = [
     "ingest",
@@ -271,19 +272,10 @@ def test_a_secret_needs_a_value_on_stdin_and_a_name_a_variable_can_have(div):
 
 def test_reading_a_home_that_was_never_set_up_says_what_to_do_and_leaves_nothing(tmp_path):
     fresh = tmp_path / "fresh"
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "SECRET_KEY")}
-    env["DIVERGENT_HOME"] = str(fresh)
 
     for args in (["telemetry"], ["telemetry", "run-1"], ["log", "run-1"]):
-        done = subprocess.run(
-            [sys.executable, "-m", "divergent", *args],
-            env=env,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-        )
         one_line_error(
-            done,
+            div_at(fresh, *args),
             1,
             f"div: {fresh} has no database yet; div migrate sets it up "
             "(div run and div serve do too)",
@@ -292,18 +284,7 @@ def test_reading_a_home_that_was_never_set_up_says_what_to_do_and_leaves_nothing
 
 
 def test_div_migrate_sets_up_a_home_that_does_not_exist_yet(tmp_path):
-    fresh = tmp_path / "fresh"
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "SECRET_KEY")}
-    env["DIVERGENT_HOME"] = str(fresh)
-
-    def div(*args):
-        return subprocess.run(
-            [sys.executable, "-m", "divergent", *args],
-            env=env,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-        )
+    div = partial(div_at, tmp_path / "fresh")
 
     assert div("migrate").returncode == 0
     listed = div("telemetry")

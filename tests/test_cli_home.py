@@ -6,11 +6,7 @@ line naming the file or the variable and what to do, and nothing is made in its 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
-from tests.conftest import ROOT
+from tests.conftest import div_at
 from tests.remote import remote  # noqa: F401  (a fixture)
 from tests.test_cli import one_line_error
 
@@ -20,22 +16,8 @@ KEY_ADVICE = (
 )
 
 
-def home_div(home, *args: str, input: str | None = None, **env) -> subprocess.CompletedProcess:
-    """`div` on a home of its own: SQLite there, and the key kept there."""
-    base = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "SECRET_KEY")}
-    return subprocess.run(
-        [sys.executable, "-m", "divergent", *args],
-        env={**base, "DIVERGENT_HOME": str(home), **env},
-        cwd=ROOT,
-        input=input,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
 def set_up(home) -> None:
-    assert home_div(home, "migrate").returncode == 0
+    assert div_at(home, "migrate").returncode == 0
 
 
 def test_an_empty_key_file_is_one_line_and_no_user_is_made(tmp_path):
@@ -43,18 +25,18 @@ def test_an_empty_key_file_is_one_line_and_no_user_is_made(tmp_path):
     (tmp_path / "secret_key").write_text("")
 
     one_line_error(
-        home_div(tmp_path, "user", "add", "bob"),
+        div_at(tmp_path, "user", "add", "bob"),
         1,
         f"div: {tmp_path}/secret_key is empty; {KEY_ADVICE}",
     )
     one_line_error(
-        home_div(tmp_path, "user", "link", "bob"),
+        div_at(tmp_path, "user", "link", "bob"),
         1,
         f"div: {tmp_path}/secret_key is empty; {KEY_ADVICE}",
     )
     assert (tmp_path / "secret_key").read_text() == ""  # never made again over it
     (tmp_path / "secret_key").unlink()
-    assert home_div(tmp_path, "user", "add", "bob").returncode == 0  # bob was not made before
+    assert div_at(tmp_path, "user", "add", "bob").returncode == 0  # bob was not made before
 
 
 def test_a_key_file_that_is_a_folder_is_one_line(tmp_path):
@@ -62,7 +44,7 @@ def test_a_key_file_that_is_a_folder_is_one_line(tmp_path):
     (tmp_path / "secret_key").mkdir()
 
     one_line_error(
-        home_div(tmp_path, "serve", "--port", "0"),
+        div_at(tmp_path, "serve", "--port", "0"),
         1,
         f"div: cannot read {tmp_path}/secret_key (is a directory); {KEY_ADVICE}",
     )
@@ -75,13 +57,13 @@ def test_an_empty_home_id_refuses_a_run_in_one_line_and_makes_none(tmp_path):
     project.mkdir()
 
     one_line_error(
-        home_div(tmp_path, "run", str(project), "--", "true"),
+        div_at(tmp_path, "run", str(project), "--", "true"),
         1,
         f"div: {tmp_path}/home-id is empty; restore it, or remove it and a new id is made (the "
         "runs made here before then belong to no home: their telemetry is no longer read)",
     )
     (tmp_path / "home-id").unlink()
-    assert home_div(tmp_path, "telemetry").stdout == "name  status  points  keys  created\n"
+    assert div_at(tmp_path, "telemetry").stdout == "name  status  points  keys  created\n"
     assert not list((tmp_path / "runs").glob("*"))
 
 
@@ -91,7 +73,7 @@ def test_a_home_that_is_a_file_or_inside_one_is_one_line_and_left_as_it_was(tmp_
 
     for home in (afile, afile / "home"):
         one_line_error(
-            home_div(home, "user", "add", "x"),
+            div_at(home, "user", "add", "x"),
             1,
             f"div: DIVERGENT_HOME='{home}' cannot be a folder: {afile} is a file; "
             "point DIVERGENT_HOME at a folder (it is made if missing)",
@@ -103,7 +85,7 @@ def test_a_home_that_cannot_be_made_is_one_line(tmp_path):
     home = "/proc/no-such-process/home"  # no one may make folders in /proc, root included
 
     one_line_error(
-        home_div(home, "user", "add", "x"),
+        div_at(home, "user", "add", "x"),
         1,
         f"div: cannot make {home} (no such file or directory); "
         "point DIVERGENT_HOME at a folder this user can write",
@@ -112,7 +94,7 @@ def test_a_home_that_cannot_be_made_is_one_line(tmp_path):
 
 def test_div_login_to_a_malformed_address_is_one_line(tmp_path):
     one_line_error(
-        home_div(tmp_path, "login", "http://[::1", input="div_token\n"),
+        div_at(tmp_path, "login", "http://[::1", input="div_token\n"),
         1,
         "div: URL='http://[::1' is not an http:// or https:// address, like https://div.example.com",
     )

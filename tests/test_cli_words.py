@@ -5,31 +5,13 @@ error is one line, exit 2 for words it cannot read, 1 for a request it turns dow
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 import tomllib
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, div_at
 from tests.test_cli import one_line_error
-
-
-def fresh_div(home, *args: str) -> subprocess.CompletedProcess:
-    """`div` on a home that does not exist yet, SQLite, no key: what a first try meets."""
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "SECRET_KEY")}
-    env["DIVERGENT_HOME"] = str(home)
-    return subprocess.run(
-        [sys.executable, "-m", "divergent", *args],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
 
 # ---- words before any command -----------------------------------------------------------------
 
@@ -52,32 +34,32 @@ def fresh_div(home, *args: str) -> subprocess.CompletedProcess:
 def test_a_flag_before_any_command_is_a_usage_error_that_makes_nothing(tmp_path, word, said):
     home = tmp_path / "home"
 
-    one_line_error(fresh_div(home, word), 2, said)
+    one_line_error(div_at(home, word), 2, said)
     assert not home.exists()
 
 
 def test_div_version_prints_the_products_version(tmp_path):
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 
-    shown = fresh_div(tmp_path / "home", "--version")
+    shown = div_at(tmp_path / "home", "--version")
 
     assert (shown.returncode, shown.stdout, shown.stderr) == (0, f"div {declared}\n", "")
-    assert "--version  Print div's version and exit." in fresh_div(tmp_path, "--help").stdout
+    assert "--version  Print div's version and exit." in div_at(tmp_path, "--help").stdout
 
 
 @pytest.mark.parametrize("words", [["telemetry"], ["user", "add"], ["migrate"]])
 def test_div_help_command_is_that_commands_help(tmp_path, words):
     home = tmp_path / "home"
-    helped = fresh_div(home, "help", *words)
+    helped = div_at(home, "help", *words)
 
     assert helped.returncode == 0, helped.stderr
-    assert helped.stdout == fresh_div(home, *words, "--help").stdout
+    assert helped.stdout == div_at(home, *words, "--help").stdout
     assert helped.stdout.startswith(f"{'Usage' if words[0] != 'migrate' else 'usage'}: div ")
 
 
 def test_div_help_of_no_command_says_so_in_one_line(tmp_path):
     one_line_error(
-        fresh_div(tmp_path, "help", "nosuch"),
+        div_at(tmp_path, "help", "nosuch"),
         2,
         'div: there is no command "nosuch"; div help lists them',
     )

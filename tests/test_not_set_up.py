@@ -3,15 +3,13 @@ line that says `div migrate` puts it right, and nothing in the home or the datab
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
 from django.db import connection
 
-from tests.conftest import ROOT
+from tests.conftest import div_at
 from tests.test_cli import one_line_error
 
 READERS = (["telemetry"], ["telemetry", "run-1"], ["telemetry", "run-1", "loss"], ["log", "run-1"])
@@ -20,21 +18,7 @@ UP_TO_DATE = "was set up by an older div; div migrate brings it up to date"
 
 
 def div_on(home: Path, database_url: str | None = None):
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "SECRET_KEY")}
-    env["DIVERGENT_HOME"] = str(home)
-    if database_url is not None:
-        env["DATABASE_URL"] = database_url
-
-    def div(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "divergent", *args],
-            env=env,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-        )
-
-    return div
+    return partial(div_at, home, **({} if database_url is None else {"DATABASE_URL": database_url}))
 
 
 def files_of(home: Path) -> dict[str, int]:
