@@ -470,8 +470,9 @@ def _compared(request) -> tuple[list[Run], Run]:
     """The runs of ?runs=, every one of them visible to the user, and the one whose layout is
     shown (?layout=, the first by default). Any other list is a 404, as a run the user may not
     see is: never a comparison of the others."""
+    runs = comparison.listed(request.query_params.getlist("runs"))
     try:
-        numbers = comparison.run_numbers(request.query_params.get("runs"))
+        numbers = comparison.run_numbers(runs)
     except Refused:
         raise Http404 from None
     layout = request.query_params.get("layout") or None
@@ -480,9 +481,7 @@ def _compared(request) -> tuple[list[Run], Run]:
     except Refused:
         raise _bad("layout", value=layout) from None
     try:
-        return queries.runs_compared(
-            request.query_params.get("runs"), user=request.user, layout=layout
-        )
+        return queries.runs_compared(runs, user=request.user, layout=layout)
     except Refused:
         raise Http404 from None
 

@@ -4,6 +4,8 @@ I/O; the page, its API and its websocket call it.
 
 >>> run_numbers("run-3,7,run-3")
 [3, 7]
+>>> listed(["run-3", "run-7"])
+'run-3,run-7'
 >>> trace_buckets(10)
 200
 """
@@ -32,6 +34,13 @@ NOT_COMPARED = "{name} is not one of the runs compared"
 class NotAComparison(Refused):
     """An address that names no comparison: its list of runs cannot be read, or names too many.
     The page, the API and the websocket answer it as they answer a run that does not exist."""
+
+
+def listed(values: Sequence[str]) -> str | None:
+    """The list of an address whose `runs=` is given several times: one list, each value's
+    names in turn, so a run of another org in any of them is the 404 too, never left out for
+    the last value alone (as a query string's last value would be read)."""
+    return ",".join(values) if values else None
 
 
 def run_numbers(text: str | None) -> list[int]:

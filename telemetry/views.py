@@ -10,7 +10,7 @@ from django.shortcuts import redirect, render
 from django.utils.http import urlsafe_base64_decode
 from django.views.decorators.cache import never_cache
 
-from telemetry import address, queries, services
+from telemetry import address, comparison, queries, services
 from telemetry.api import comparison_of, detail_of
 from telemetry.errors import Refused, RunNotFound
 from telemetry.layout import KEY_PATTERN
@@ -41,7 +41,9 @@ def compare_page(request):
     x = params.get("x") or None
     try:
         runs, shown = queries.runs_compared(
-            params.get("runs"), user=request.user, layout=params.get("layout") or None
+            comparison.listed(params.getlist("runs")),
+            user=request.user,
+            layout=params.get("layout") or None,
         )
     except Refused:
         raise Http404("no such comparison") from None

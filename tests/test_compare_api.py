@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from urllib.parse import urlencode
 
 import pytest
 from django.db import connection
@@ -280,6 +281,16 @@ def test_a_list_naming_a_run_not_yours_or_none_is_a_404_everywhere(client, alice
         assert page.status_code == 404, runs[:60]
         assert b"Not found" in page.content
         assert foreign.name.encode() not in page.content
+
+
+def test_runs_given_twice_in_the_address_are_one_list(client, alice, first, second, foreign):
+    client.force_login(alice)
+    twice = [("runs", foreign.name), ("runs", first.name)]  # the last alone is a run of alice's
+
+    for path in ("/compare/", "/api/compare/", "/api/compare/panels/"):
+        assert client.get(path + "?" + urlencode(twice)).status_code == 404, path
+    both = client.get("/api/compare/?" + urlencode([("runs", first.name), ("runs", second.name)]))
+    assert [run["name"] for run in both.json()["runs"]] == [first.name, second.name]
 
 
 def test_the_owner_of_the_other_run_gets_a_404_for_the_list_too(client, eve, first, foreign):
