@@ -345,7 +345,12 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"divergent": {"handlers": ["console"], "level": "INFO"}},
+    "loggers": {
+        "divergent": {"handlers": ["console"], "level": "INFO"},
+        # A 500's traceback, in the server's log: with DEBUG off, Django would only mail it to
+        # ADMINS, which a self-hosted server has none of. A 404 or 400 (a warning) stays out.
+        "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
+    },
 }
 
 

@@ -4,8 +4,12 @@ import json
 
 from django import forms
 from django.contrib import admin
+from django.contrib.admin.views.main import ERROR_FLAG
+from django.contrib.auth import admin as auth_admin
+from django.contrib.auth.models import Group, User
 from django.core.exceptions import PermissionDenied
-from django.http import Http404
+from django.db import DatabaseError, transaction
+from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
@@ -17,6 +21,39 @@ from telemetry.errors import Refused
 from telemetry.models import Drop, Key, Layout, Membership, Org, Run, Secret, Token
 
 POINTS_A_PAGE = 100
+
+
+class ListsThatMayFail(admin.ModelAdmin):
+    """The admin takes any lookup on a model's own fields from the query string, and some only
+    fail once the list is read: ?status__regex=( (a pattern the database cannot read), a JSON
+    lookup SQLite lacks. Those get the page Django's admin gives a lookup it cannot make (the
+    list again, flagged ?e=1), never a 500."""
+
+    def changelist_view(self, request, extra_context=None):
+        try:
+            with transaction.atomic():  # a failed query leaves PostgreSQL's transaction usable
+                response = super().changelist_view(request, extra_context)
+                if hasattr(response, "render"):
+                    response.render()  # the rows are read as the page is drawn
+        except DatabaseError:
+            if ERROR_FLAG in request.GET:
+                raise
+            return HttpResponseRedirect(f"{request.path}?{ERROR_FLAG}=1")
+        return response
+
+
+admin.site.unregister(User)
+admin.site.unregister(Group)
+
+
+@admin.register(User)
+class UserAdmin(ListsThatMayFail, auth_admin.UserAdmin):
+    pass
+
+
+@admin.register(Group)
+class GroupAdmin(ListsThatMayFail, auth_admin.GroupAdmin):
+    pass
 
 
 class ReadOnlyInline(admin.TabularInline):
@@ -58,7 +95,7 @@ class MembershipInline(admin.TabularInline):
 
 
 @admin.register(Org)
-class OrgAdmin(admin.ModelAdmin):
+class OrgAdmin(ListsThatMayFail):
     list_display = ["name"]
     inlines = [MembershipInline]
 
@@ -88,7 +125,7 @@ class SecretForm(forms.ModelForm):
 
 
 @admin.register(Secret)
-class SecretAdmin(admin.ModelAdmin):
+class SecretAdmin(ListsThatMayFail):
     form = SecretForm
     list_display = ["name", "org"]
     list_select_related = ["org"]
@@ -104,7 +141,7 @@ class SecretAdmin(admin.ModelAdmin):
 
 
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
+class RunAdmin(ListsThatMayFail):
     list_display = ["name", "org", "status", "points", "exit_code", "created", "ended"]
     list_select_related = ["org"]
     list_filter = ["status", "org"]
@@ -173,7 +210,7 @@ class RunAdmin(admin.ModelAdmin):
 
 
 @admin.register(Token)
-class TokenAdmin(admin.ModelAdmin):
+class TokenAdmin(ListsThatMayFail):
     """Tokens listed and revoked (deleted); never made here, since a token's text is shown
     once to whoever makes it, and never shown, filtered or searched by its digest."""
 

@@ -119,3 +119,23 @@ def test_behind_a_tls_proxy_the_server_redirects_plain_http_and_sends_hsts_and_s
     finally:
         stop(served.process)
     assert "Traceback" not in served.said()
+
+
+def test_a_server_error_is_written_to_the_servers_log_with_its_traceback(tmp_path):
+    # Django sends a 500's report to ADMINS by mail alone when DEBUG is off: the one who runs
+    # the server would never see why a page failed.
+    script = (
+        "import django, logging; django.setup()\n"
+        "try:\n    1 / 0\nexcept ZeroDivisionError:\n"
+        "    logging.getLogger('django.request').exception('Internal Server Error: /runs/')\n"
+        "logging.getLogger('django.request').warning('Not Found: /nothing/')\n"
+    )
+    env = {**os.environ, "DIVERGENT_HOME": str(tmp_path), "DEBUG": "0"}
+    env["DJANGO_SETTINGS_MODULE"] = "divergent.settings"
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True, text=True
+    )
+
+    assert "Internal Server Error: /runs/" in done.stderr
+    assert "ZeroDivisionError: division by zero" in done.stderr
+    assert "Not Found" not in done.stderr  # a 404 is the visitor's business, not the log's
