@@ -41,6 +41,8 @@ NOT_HELD = (
 NOT_YOURS = "{run} was started by {creator}: only their tokens upload to it or end it"
 NO_OFFSET = '"offset" is "{value}", which is not a whole number of bytes'
 BAD_BODY = "send a JSON object with {fields}"
+# PostgreSQL's text holds no NUL; no argv, host name or file name has one either.
+HAS_NUL = '"{field}" holds a NUL character, which no host name, argument or path has'
 SECRETS_UNREADABLE = "the server cannot read the org's secrets ({why}); its admin must fix that"
 ENDED_OTHERWISE = "{run} has already ended with exit code {code}"
 
@@ -107,6 +109,12 @@ def _body(request, **fields: type | tuple) -> dict:
     return data
 
 
+def _no_nul(**texts: str) -> None:
+    for field, text in texts.items():
+        if "\x00" in text:
+            raise Refused(HAS_NUL.format(field=field))
+
+
 # ---- making a run -----------------------------------------------------------------------
 
 
@@ -121,6 +129,7 @@ def open_run(request):
     source, origin = layout.get("source", ""), layout.get("origin", "")
     if not all(isinstance(x, str) for x in (*command, source, origin)):
         raise Refused(BAD_BODY.format(fields='"command" (strings) and "layout"'))
+    _no_nul(host=data["host"], command="".join(command), origin=origin)
     run = services.run_open(
         user=request.user,
         org=data["org"],
@@ -234,6 +243,7 @@ def heartbeat(request, name: str):
     now, so the client masks a secret set while its run goes on."""
     run = own_run(request, name)
     data = _body(request, host=str, pid=int)
+    _no_nul(host=data["host"])
     services.run_heartbeat(run_id=run.pk, host=data["host"][:255], pid=data["pid"])
     run.refresh_from_db(fields=["status"])
     return Response({"status": run.status, "secrets": services.secrets_of(run.org_id)})

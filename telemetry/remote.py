@@ -54,6 +54,16 @@ NOT_DIVERGENT = (
 REDIRECTED = "the server at {url} sends its API to {location}; div login {base} uses that address"
 SOMETHING_ELSE = "{url} answered as something other than a div serve; check {where}"
 TOKEN_HEADER = "Authorization"
+# A header and a request line carry printable ASCII alone: anything else would fail as it is
+# sent, so it is said first, in one line.
+BAD_TOKEN = (
+    "{where} holds a line break, a control character or one outside ASCII, which no token "
+    "has: copy the token again, as div token create or the account page printed it"
+)
+BAD_URL = (
+    "{where} holds {url!r}, with a space, a control character or one outside ASCII: "
+    "write the address as the browser shows it, %-encoded, like https://div.example.com"
+)
 
 
 @dataclass(frozen=True)
@@ -66,8 +76,20 @@ class Client:
     where: str  # "DIVERGENT_URL" or the config file: what to check when it cannot be reached
     token_from: str = "DIVERGENT_TOKEN"  # or the config file
 
+    def __post_init__(self) -> None:
+        # Surrounding whitespace (a token file's line end) is left out, as div login does.
+        object.__setattr__(self, "token", self.token.strip())
+        if not _sendable(self.token):
+            raise Refused(BAD_TOKEN.format(where=self.token_from))
+        if not _sendable(self.url) or " " in self.url:
+            raise Refused(BAD_URL.format(where=self.where, url=self.url))
+
     def api(self) -> Api:
         return Api(self)
+
+
+def _sendable(text: str) -> bool:
+    return all(" " <= c <= "~" for c in text)
 
 
 def config_path() -> Path:
@@ -110,7 +132,7 @@ def client() -> Client | None:
     except BadSetting as e:
         raise Refused(BAD_CONFIG.format(path=path, why=e)) from None
     if token is not None:
-        return Client(url, token, str(path))
+        return Client(url, token, str(path))  # the token is DIVERGENT_TOKEN
     if settings.DIVERGENT_URL and settings.DIVERGENT_URL != url:
         raise Refused(NO_TOKEN_FOR.format(url=settings.DIVERGENT_URL, saved=url))
     where = "DIVERGENT_URL" if settings.DIVERGENT_URL else str(path)

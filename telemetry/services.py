@@ -44,7 +44,7 @@ from telemetry.models import (
     StatValue,
     Token,
 )
-from telemetry.names import SHOWN_PATH, shown, slug
+from telemetry.names import SHOWN_PATH, SLUG, shown, slug
 from telemetry.sealing import Sealing
 from telemetry.sparkline import Spark
 from telemetry.tailing import Mark
@@ -779,7 +779,9 @@ def token_create(*, user, name: str | None = None) -> tuple[Token, str]:
 
 
 def token_revoke(*, user, name: str) -> None:
-    deleted, _ = Token.objects.filter(user=user, name=name).delete()
+    # A name no token can have (a NUL, which PostgreSQL's text cannot hold) is looked up nowhere.
+    named = SLUG.fullmatch(name) is not None
+    deleted, _ = Token.objects.filter(user=user, name=name).delete() if named else (0, None)
     if not deleted:
         raise Refused(NO_TOKEN.format(user=user.username, name=name))
 
