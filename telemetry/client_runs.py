@@ -226,9 +226,15 @@ def supervise(client: Client, run: ClientRun, command: list[str], out=None) -> i
     return code
 
 
+# The command is in the terminal's group, which a Ctrl-C reaches whole: only what is sent to
+# div run alone (`kill PID`, a scheduler stopping the job) is passed on, as a local run does.
+PASSED_ON = (signal.SIGTERM, signal.SIGHUP)
+
+
 def _attached(log_path: Path, execute, out: logs.Printer, interrupted: list) -> int:
     """The command in a thread, its log printed here as written until it ends. Ctrl-C stops
-    the printing; the command had it too, and its end is still recorded and sent."""
+    the printing; the command had it too, and its end is still recorded and sent. SIGTERM and
+    SIGHUP are passed on to the command, whose end is recorded and sent as any other."""
     ended: dict[str, int] = {}
     done = threading.Event()  # not Thread.join: a join cut short by Ctrl-C may never return
 
@@ -240,7 +246,7 @@ def _attached(log_path: Path, execute, out: logs.Printer, interrupted: list) -> 
 
     threading.Thread(target=command).start()
     try:
-        with open(log_path, "rb") as log:
+        with runner.passing_on_signals(PASSED_ON), open(log_path, "rb") as log:
             while True:
                 going = not done.is_set()
                 data = log.read()

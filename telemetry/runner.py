@@ -161,7 +161,7 @@ def run_attached(run: Run, out: logs.Printer, command: list[str]) -> int:
 
 
 @contextmanager
-def passing_on_signals():
+def passing_on_signals(signals: tuple[int, ...] = PASSED_ON):
     """While an attached supervisor runs: the signals a terminal would have sent its command's
     group go to that group too; Ctrl-C then also stops the printing (KeyboardInterrupt)."""
     if threading.current_thread() is not threading.main_thread():
@@ -173,7 +173,7 @@ def passing_on_signals():
         if signum == signal.SIGINT:
             signal.default_int_handler(signum, frame)
 
-    before = {signum: signal.signal(signum, pass_on) for signum in PASSED_ON}
+    before = {signum: signal.signal(signum, pass_on) for signum in signals}
     try:
         yield
     finally:

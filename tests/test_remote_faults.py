@@ -293,6 +293,27 @@ def test_ctrl_c_on_a_remote_div_run_stops_it_once_its_commands_end_is_sent(remot
     assert (run.status, run.exit_code, steps_stored(run)) == ("succeeded", 0, list(range(1, 6)))
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_to_a_remote_div_run_stops_its_command_and_sends_how_it_ended(
+    remote, tmp_path, signum
+):
+    folder = project(tmp_path, PACED)
+    gpu = remote.machine("alice")
+    launched = gpu.popen("run", str(folder), *RUN, "5", "0.01", "wait")
+    try:
+        run = wait_for(points(2), 30, "two points")
+        # To div run alone, as a scheduler stopping a job sends it: passed on, as locally.
+        launched.send_signal(signum)
+        out, err = launched.communicate(timeout=60)
+    finally:
+        launched.kill()
+
+    assert (launched.returncode, err) == (128 + signum, b"")
+    run = closed(run.name)
+    assert (run.status, run.exit_code) == ("failed", 128 + signum)
+    assert steps_stored(run) == [1, 2]  # what it wrote before it was stopped, every line once
+
+
 def test_uploads_to_a_server_of_another_home_are_refused_in_one_line_and_kept(remote, tmp_path):
     """Two homes on one database: the server that answers at the run's address now is not the
     one whose home holds the run's files. It says so, and div sync sends the rest to the one
