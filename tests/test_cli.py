@@ -363,6 +363,20 @@ def test_div_migrate_sets_up_a_home_that_does_not_exist_yet(tmp_path):
             "div: DIVERGENT_HOME='/dev/null' cannot be a folder: /dev/null is a file; "
             "point DIVERGENT_HOME at a folder (it is made if missing)",
         ),
+        # Left set by another Django project in the same shell.
+        *(
+            (
+                "DJANGO_SETTINGS_MODULE",
+                value,
+                f"div: DJANGO_SETTINGS_MODULE='{value}' {what}; "
+                "unset it, and div uses its own settings (divergent.settings)",
+            )
+            for value, what in (
+                ("mysite.settings", "names no module that can be imported"),
+                ("os.path.nope", "names no module that can be imported"),
+                ("json", "names settings that are not div's"),  # a module, but no app of div's
+            )
+        ),
     ],
 )
 def test_a_malformed_variable_stops_start_up_with_one_line_naming_it(
