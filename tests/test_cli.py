@@ -267,6 +267,28 @@ def test_a_secret_needs_a_value_on_stdin_and_a_name_a_variable_can_have(div):
     )
 
 
+@pytest.mark.parametrize("locale", ["C.UTF-8", "C"])
+def test_a_secret_that_is_not_utf8_text_is_one_line(tmp_path, locale):
+    """Bytes that are not UTF-8 (a binary key file piped in) are refused, never a traceback,
+    whether stdin decodes them with surrogates or strictly."""
+    env = {**os.environ, "DIVERGENT_HOME": str(tmp_path), "LC_ALL": locale}
+    env.pop("DATABASE_URL", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "divergent", "secrets", "set", "default", "KEY"],
+        input=b"\xff\xfe\xfd\xfc-not-text",
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+    )
+    assert (done.returncode, done.stderr.decode()) == (1, f"div: {services.SECRET_NOT_TEXT}\n")
+
+
+def test_a_secret_with_a_lone_surrogate_is_refused_by_every_path(db):
+    """What the API's JSON can carry ("\\udcff") cannot be stored: refused, not a 500."""
+    with pytest.raises(services.Refused, match="UTF-8"):
+        services.secret_seal(value="\udcff-not-text-value")
+
+
 # ---- a home with no database yet ------------------------------------------------------------
 
 
