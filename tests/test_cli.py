@@ -511,3 +511,30 @@ def test_user_link_uses_divergent_url_when_it_is_set(div):
 
     assert linked.returncode == 0, linked.stderr
     assert linked.stdout.startswith("https://div.example.com/login/")
+
+
+@pytest.mark.parametrize("url", ["", "ftp://div.example.com", "javascript:alert(1)", "http://a\nb"])
+def test_a_link_url_that_is_no_address_is_one_line_as_div_login_says(div, url):
+    """--url is held to DIVERGENT_URL's rule: a link printed from it would not open."""
+    div("user", "add", "alice")
+
+    one_line_error(
+        div("user", "link", "alice", "--url", url),
+        1,
+        f"div: --url={url!r} is not an http:// or https:// address, like https://div.example.com",
+    )
+    assert div("user", "link", "alice", "--url", "https://div.example.com/").stdout.startswith(
+        "https://div.example.com/login/"
+    )
+
+
+@pytest.mark.parametrize("url", ["http://a\nb", "http://div.example.com/ x", "http://a\tb"])
+def test_divergent_url_with_a_control_character_or_space_stops_start_up(tmp_path, url):
+    done = div_at(tmp_path, "user", "link", "alice", DIVERGENT_URL=url)
+
+    one_line_error(
+        done,
+        1,
+        f"div: DIVERGENT_URL={url!r} is not an http:// or https:// address, "
+        "like https://div.example.com",
+    )
