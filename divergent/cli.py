@@ -7,6 +7,7 @@ their errors are one line like any div command's.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 
@@ -19,22 +20,35 @@ NO_SUCH_COMMAND = "div: there is no command {name}; div help lists them"
 HELP = "Records the numbers training runs write, draws them live, prints them."
 EPILOG = "Every Django management command works too (div migrate, div createsuperuser, ...)."
 PACKAGE = "divergent-telemetry"
+NO_SETTINGS = (
+    "div: DJANGO_SETTINGS_MODULE='{name}' {what}; "
+    "unset it, and div uses its own settings (divergent.settings)"
+)
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     # A closed stdout (`>&-`) stops only the printing; its failures are told apart.
     streams.ready()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "divergent.settings")
+    name = os.environ.setdefault("DJANGO_SETTINGS_MODULE", "divergent.settings")
+    # Another Django project's, left set in the shell, is one line, not Django's traceback.
+    if not importable(name):
+        stop(NO_SETTINGS.format(name=name, what="names no module that can be imported"))
     import django
+    from django.apps import apps
     from django.core.exceptions import ImproperlyConfigured
 
     try:
         django.setup()
     except ImproperlyConfigured as e:
         # Settings fail loudly, in one line that names the variable to fix.
-        sys.stderr.write(f"div: {one_line(str(e))}\n")
-        sys.exit(1)
+        stop(f"div: {e}")
+    except ImportError as e:
+        if name == "divergent.settings":
+            raise  # div's own: a fault to see whole
+        stop(NO_SETTINGS.format(name=name, what=f"names settings div cannot load ({e})"))
+    if not apps.is_installed("telemetry"):
+        stop(NO_SETTINGS.format(name=name, what="names settings that are not div's"))
     from django.core.management import get_commands, load_command_class
 
     from telemetry.commands import outcome
@@ -47,6 +61,19 @@ def main(argv: list[str] | None = None) -> None:
     if app is not None:
         sys.exit(outcome(lambda: django_command(app, argv), f"div {argv[0]}"))
     sys.exit(outcome(lambda: top_level(argv)))
+
+
+def stop(line: str) -> None:
+    sys.stderr.write(one_line(line) + "\n")
+    sys.exit(1)
+
+
+def importable(module: str) -> bool:
+    """Whether the module can be found, without running it; "" is left to Django to say."""
+    try:
+        return not module or importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package missing, or a name like "a..b"
+        return False
 
 
 def top_level(argv: list[str]) -> int:

@@ -65,7 +65,9 @@ def http_url(name: str, value: str) -> str:
         parts.port  # noqa: B018  (raises on a port that is not a number)
     except ValueError:
         parts = urlsplit("")
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query:
+    # urlsplit drops a newline or a tab, but the value is printed whole: a link would break.
+    spaced = any(c.isspace() or not c.isprintable() for c in value)
+    if spaced or parts.scheme not in ("http", "https") or not parts.hostname or parts.query:
         raise BadSetting(
             f"{name}={value!r} is not an http:// or https:// address, like https://div.example.com"
         )

@@ -28,6 +28,7 @@ from django.utils import timezone
 
 from telemetry import homes, processes, services, supervision, tailing
 from telemetry.encryption import SecretsKeyError
+from telemetry.errors import Refused
 from telemetry.lines import BOM, MAX_LINE_BYTES, Reason
 from telemetry.masking import Masker
 from telemetry.models import Run
@@ -40,6 +41,7 @@ CHUNK_BYTES = 4 * 1024 * 1024
 IDLE_SECONDS = 0.2  # a line is stored within about this long of its newline
 LEASE = timedelta(seconds=15)
 SECRETS_TTL = 5.0  # seconds a run's masker is trusted before secrets are read again
+CANNOT_LOCK = "cannot write {path} ({why}); point DIVERGENT_HOME at a folder this user can write"
 REAP_SECONDS = 1.0  # how often the live runs' supervisors are looked at
 
 
@@ -594,8 +596,13 @@ def lock_path():
 @contextmanager
 def ingester_present():
     """Held by `div serve` and `div ingest` while they run: tells `div run` it need not ingest."""
-    settings.DIVERGENT_HOME.mkdir(parents=True, exist_ok=True)
-    with open(lock_path(), "a") as f:
+    homes.folder_made(settings.DIVERGENT_HOME)
+    try:
+        f = open(lock_path(), "a")
+    except OSError as e:  # a read-only home, or another user's: one line, not a traceback
+        why = (e.strerror or str(e)).lower()
+        raise Refused(CANNOT_LOCK.format(path=lock_path(), why=why)) from None
+    with f:
         fcntl.flock(f, fcntl.LOCK_SH)
         try:
             yield

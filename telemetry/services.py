@@ -64,6 +64,10 @@ SECRET_BLANK = (
     "a secret cannot be only whitespace: it would be masked in every indented line; "
     "set the value itself"
 )
+SECRET_NOT_TEXT = (
+    "a secret must be UTF-8 text, as it is masked in the log's text; set the value itself "
+    "(of binary data, its Base64)"
+)
 SECRET_ONE_CHARACTER = (
     "a secret cannot be one character repeated, like 00000000: it would be masked wherever "
     "the character runs that long; set the value itself"
@@ -556,6 +560,10 @@ def secret_seal(*, value: str) -> str:
     """The value encrypted for storing; SecretRefused for a value too short or too plain to mask
     (masking.too_plain), and SecretsKeyError for a key that cannot read the secrets already
     stored (secrets encrypted with two keys would leave one set unreadable)."""
+    try:
+        value.encode("utf-8")  # a lone surrogate: bytes on stdin that were not UTF-8
+    except UnicodeEncodeError:
+        raise SecretRefused(SECRET_NOT_TEXT) from None
     if too_short(value):
         raise SecretRefused(SECRET_TOO_SHORT)
     if too_plain(value):

@@ -15,7 +15,8 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 
-from telemetry.lines import Number, format_number, format_row, notice
+from telemetry.lines import MAX_LINE_BYTES, Number, format_number, format_row, notice
+from telemetry.names import shown
 
 GAP = "  "
 # Value columns are at least this wide, so a short table reads like the spec's example.
@@ -246,7 +247,10 @@ def missing_key(run: str, key: str, written: Sequence[str]) -> str:
     """The note on stderr for a key the run never wrote: its column is empty."""
     near = difflib.get_close_matches(key, written, n=1)
     hint = f"; did you mean {near[0]}?" if near else ""
-    return f'telemetry: {run} has no key "{key}" yet; its column is empty{hint}\n'
+    # Typed on the command line, so escaped onto one line; a key a run can write is kept whole.
+    return (
+        f"telemetry: {run} has no key {shown(key, MAX_LINE_BYTES)} yet; its column is empty{hint}\n"
+    )
 
 
 def passed_over_note(key: str, count: int, x: str | None, at: Number | None) -> str:

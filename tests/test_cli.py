@@ -267,6 +267,28 @@ def test_a_secret_needs_a_value_on_stdin_and_a_name_a_variable_can_have(div):
     )
 
 
+@pytest.mark.parametrize("locale", ["C.UTF-8", "C"])
+def test_a_secret_that_is_not_utf8_text_is_one_line(tmp_path, locale):
+    """Bytes that are not UTF-8 (a binary key file piped in) are refused, never a traceback,
+    whether stdin decodes them with surrogates or strictly."""
+    env = {**os.environ, "DIVERGENT_HOME": str(tmp_path), "LC_ALL": locale}
+    env.pop("DATABASE_URL", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "divergent", "secrets", "set", "default", "KEY"],
+        input=b"\xff\xfe\xfd\xfc-not-text",
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+    )
+    assert (done.returncode, done.stderr.decode()) == (1, f"div: {services.SECRET_NOT_TEXT}\n")
+
+
+def test_a_secret_with_a_lone_surrogate_is_refused_by_every_path(db):
+    """What the API's JSON can carry ("\\udcff") cannot be stored: refused, not a 500."""
+    with pytest.raises(services.Refused, match="UTF-8"):
+        services.secret_seal(value="\udcff-not-text-value")
+
+
 # ---- a home with no database yet ------------------------------------------------------------
 
 
@@ -362,6 +384,20 @@ def test_div_migrate_sets_up_a_home_that_does_not_exist_yet(tmp_path):
             "/dev/null",
             "div: DIVERGENT_HOME='/dev/null' cannot be a folder: /dev/null is a file; "
             "point DIVERGENT_HOME at a folder (it is made if missing)",
+        ),
+        # Left set by another Django project in the same shell.
+        *(
+            (
+                "DJANGO_SETTINGS_MODULE",
+                value,
+                f"div: DJANGO_SETTINGS_MODULE='{value}' {what}; "
+                "unset it, and div uses its own settings (divergent.settings)",
+            )
+            for value, what in (
+                ("mysite.settings", "names no module that can be imported"),
+                ("os.path.nope", "names no module that can be imported"),
+                ("json", "names settings that are not div's"),  # a module, but no app of div's
+            )
         ),
     ],
 )
@@ -475,3 +511,30 @@ def test_user_link_uses_divergent_url_when_it_is_set(div):
 
     assert linked.returncode == 0, linked.stderr
     assert linked.stdout.startswith("https://div.example.com/login/")
+
+
+@pytest.mark.parametrize("url", ["", "ftp://div.example.com", "javascript:alert(1)", "http://a\nb"])
+def test_a_link_url_that_is_no_address_is_one_line_as_div_login_says(div, url):
+    """--url is held to DIVERGENT_URL's rule: a link printed from it would not open."""
+    div("user", "add", "alice")
+
+    one_line_error(
+        div("user", "link", "alice", "--url", url),
+        1,
+        f"div: --url={url!r} is not an http:// or https:// address, like https://div.example.com",
+    )
+    assert div("user", "link", "alice", "--url", "https://div.example.com/").stdout.startswith(
+        "https://div.example.com/login/"
+    )
+
+
+@pytest.mark.parametrize("url", ["http://a\nb", "http://div.example.com/ x", "http://a\tb"])
+def test_divergent_url_with_a_control_character_or_space_stops_start_up(tmp_path, url):
+    done = div_at(tmp_path, "user", "link", "alice", DIVERGENT_URL=url)
+
+    one_line_error(
+        done,
+        1,
+        f"div: DIVERGENT_URL={url!r} is not an http:// or https:// address, "
+        "like https://div.example.com",
+    )

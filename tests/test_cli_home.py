@@ -116,3 +116,17 @@ def test_a_gpu_machine_never_reads_a_database_url_left_in_its_environment(remote
         1,
         "div: DATABASE_URL is not a database URL; write it like postgres://user@host:5432/db",
     )
+
+
+def test_a_lock_that_cannot_be_written_is_one_line_for_ingest_and_serve(tmp_path):
+    """A home this user cannot write (read-only, another user's) stops div ingest and div serve
+    at their lock, in one line naming it."""
+    set_up(tmp_path)
+    (tmp_path / "ingester.lock").mkdir()  # open() fails on it as on a read-only home
+    line = (
+        f"div: cannot write {tmp_path}/ingester.lock (is a directory); "
+        "point DIVERGENT_HOME at a folder this user can write"
+    )
+
+    one_line_error(div_at(tmp_path, "ingest", "--once"), 1, line)
+    one_line_error(div_at(tmp_path, "serve", "--port", "0"), 1, line)

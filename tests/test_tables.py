@@ -11,7 +11,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from telemetry.lines import format_number
-from telemetry.tables import csv_lines, header, json_line, key_table, runs_table, series, tsv
+from telemetry.tables import (
+    csv_lines,
+    header,
+    json_line,
+    key_table,
+    missing_key,
+    runs_table,
+    series,
+    tsv,
+)
 
 # Copied from the spec, byte for byte.
 SPEC_KEY_TABLE = """\
@@ -250,3 +259,14 @@ def test_a_json_line_is_seq_and_data():
 def test_a_json_line_reads_back_as_the_point():
     data = {"step": 41200, "loss": 0.0412}
     assert json.loads(json_line(412, data)) == {"seq": 412, "data": data}
+
+
+def test_a_missing_key_is_shown_on_one_line_whatever_was_typed():
+    """The key comes from the command line: a newline or an escape in it stays on the line."""
+    assert missing_key("run-1", "lo\nss\x1b[2J", ["loss"]) == (
+        'telemetry: run-1 has no key "lo\\nss\\u001b[2J" yet; its column is empty; '
+        "did you mean loss?\n"
+    )
+    assert missing_key("run-1", "eval.loss", []) == (
+        'telemetry: run-1 has no key "eval.loss" yet; its column is empty\n'
+    )

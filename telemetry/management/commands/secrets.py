@@ -22,7 +22,8 @@ def command():
 @click.argument("org")
 @click.argument("name")
 def set_(org, name):
-    value = sys.stdin.read()
+    # Bytes whatever the locale; what is not UTF-8 is kept as surrogates, for the service to refuse.
+    value = sys.stdin.buffer.read().decode("utf-8", "surrogateescape")
     # One trailing newline is echo's, not the secret's.
     sources.current().secret_put(org, name, value.removesuffix("\n"))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from divergent.settings import http_url
 from telemetry import services
 from telemetry.commands import SERVER, group, secret_key_ready
 
@@ -30,11 +31,16 @@ def command():
 )
 @click.option("--url", help=URL_HELP)
 def add(username, orgs, url):
-    click.echo(services.user_add(username=username, orgs=list(orgs), base=url))
+    click.echo(services.user_add(username=username, orgs=list(orgs), base=checked(url)))
 
 
 @command.command(help="Print a new one-time login link for a user.")
 @click.argument("username")
 @click.option("--url", help=URL_HELP)
 def link(username, url):
-    click.echo(services.user_link(username=username, base=url))
+    click.echo(services.user_link(username=username, base=checked(url)))
+
+
+def checked(url: str | None) -> str | None:
+    """--url held to DIVERGENT_URL's rule, as div login holds its URL: a link that opens."""
+    return None if url is None else http_url("--url", url)
