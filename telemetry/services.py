@@ -102,10 +102,7 @@ def org_add(*, name: str, members: list[str] = ()) -> Org:
     refuses the whole of it."""
     org = org_get_or_create(name=name)
     for username in members:
-        user = get_user_model().objects.filter(username=username).first()
-        if user is None:
-            raise Refused(NO_USER.format(name=username))
-        Membership.objects.get_or_create(org=org, user=user)
+        Membership.objects.get_or_create(org=org, user=user_named(username))
     return org
 
 
@@ -135,7 +132,8 @@ def user_link(*, username: str, base: str | None = None) -> str:
 
 
 def user_named(username: str):
-    user = get_user_model().objects.filter(username=username).first()
+    # A name no user can have is said so: "div user add a b makes one" would be refused too.
+    user = get_user_model().objects.filter(username=slug(username, "a user", like="alice")).first()
     if user is None:
         raise Refused(NO_USER.format(name=username))
     return user
@@ -180,7 +178,7 @@ def layout_read(*, directory: Path | None, telemetry: Path | None) -> tuple[str,
             size = max(len(data), os.fstat(f.fileno()).st_size)
         if size > MAX_FILE_BYTES:
             raise LayoutError(TOO_BIG.format(size=size, most=MAX_FILE_BYTES // 2**20))
-        source = data.decode("utf-8")
+        source = data.decode("utf-8-sig")  # a byte-order mark (Windows editors) stepped over
     except (OSError, UnicodeDecodeError) as e:
         why = e.strerror if isinstance(e, OSError) and e.strerror else "not UTF-8 text"
         raise LayoutError(NO_LAYOUT_FILE.format(path=shown_path, why=why.lower())) from None
@@ -264,7 +262,7 @@ def run_launch(
         raise Refused(NO_COMMAND)
     if not directory.is_dir():
         raise Refused(NOT_A_DIRECTORY.format(path=directory))
-    if org is not None and not Org.objects.filter(name=org).exists():
+    if org is not None and not Org.objects.filter(name=slug(org, "an org")).exists():
         raise Refused(NO_ORG.format(name=org))
     with launch_refusals(directory):
         source, origin = layout_read(directory=directory, telemetry=telemetry)

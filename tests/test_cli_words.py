@@ -86,16 +86,21 @@ def test_djangos_commands_give_one_line_usage_errors_and_refusals(div):
 # ---- values that would break the line -----------------------------------------------------------
 
 ODD_VALUES = [
-    (["user", "link", "a\nb"], 1, 'div: there is no user "a\\nb"; div user add a\\nb makes one'),
+    (
+        ["user", "link", "a\nb"],
+        1,
+        'div: "a\\nb" cannot name a user; use up to 100 letters, digits, _ and -, like alice',
+    ),
     (
         ["user", "link", "\x1b[31mred"],
         1,
-        'div: there is no user "\\u001b[31mred"; div user add \\u001b[31mred makes one',
+        'div: "\\u001b[31mred" cannot name a user; use up to 100 letters, digits, _ and -, '
+        "like alice",
     ),
     (
         ["org", "add", "acme", "--member", "a\nb"],
         1,
-        'div: there is no user "a\\nb"; div user add a\\nb makes one',
+        'div: "a\\nb" cannot name a user; use up to 100 letters, digits, _ and -, like alice',
     ),
     (
         ["org", "add", "a\nb"],
@@ -145,6 +150,24 @@ ODD_VALUES = [
         "div run --help lists the options",
     ),
 ]
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["run", "tests", "--org", "x y", "--", "true"], '"x y" cannot name an org'),
+        (["run", "tests", "--org", "", "--", "true"], '"" cannot name an org'),
+        (["org", "add", "newo", "--member", ""], '"" cannot name a user'),
+        (["user", "link", "a b"], '"a b" cannot name a user'),
+    ],
+)
+def test_a_name_nothing_can_have_is_said_so_not_sent_to_a_command_that_refuses_it(div, args, said):
+    # "there is no org "x y"; div org add x y makes it" would send the user to another refusal.
+    done = div(*args)
+
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.startswith(f"div: {said}; use up to 100 letters, digits, _ and -")
+    assert done.stderr.count("\n") == 1 and "makes" not in done.stderr
 
 
 @pytest.mark.parametrize(

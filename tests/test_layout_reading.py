@@ -72,3 +72,16 @@ def test_a_layout_with_an_odd_name_is_refused_on_one_line(div, project):
     launched = div("run", str(project), "--telemetry", odd, "--", "true")
 
     one_line_error(launched, 1, f"{REFUSED}{json.dumps(odd[:200])}: no such file or directory")
+
+
+def test_a_telemetry_toml_saved_with_a_byte_order_mark_is_read_as_without_one(div, project):
+    # Notepad and other Windows editors save UTF-8 with a byte-order mark; TOML refuses one.
+    layout = '[[panel]]\ntitle = "Loss"\ny = "loss"\n'
+    (project / "telemetry.toml").write_bytes(b"\xef\xbb\xbf" + layout.encode())
+
+    done = div("run", str(project), "--", "true")
+
+    assert (done.returncode, done.stderr) == (0, "")
+    run = Run.objects.get()
+    assert run.layout.source == layout
+    assert [panel["title"] for panel in run.layout.parsed["panels"]] == ["Loss"]
