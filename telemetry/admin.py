@@ -10,7 +10,7 @@ from django.contrib.auth.models import Group, User
 from django.core.exceptions import PermissionDenied
 from django.db import DatabaseError, transaction
 from django.http import Http404, HttpResponseRedirect
-from django.template.response import TemplateResponse
+from django.template.response import SimpleTemplateResponse, TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 from django.views.decorators.http import require_GET
@@ -36,8 +36,10 @@ class ListsThatMayFail(admin.ModelAdmin):
                 if hasattr(response, "render"):
                     response.render()  # the rows are read as the page is drawn
         except DatabaseError:
-            if ERROR_FLAG in request.GET:
-                raise
+            if ERROR_FLAG in request.GET:  # the lookup came back with the flag: the admin's page
+                return SimpleTemplateResponse(
+                    "admin/invalid_setup.html", {"title": "Database error"}, status=400
+                )
             return HttpResponseRedirect(f"{request.path}?{ERROR_FLAG}=1")
         return response
 

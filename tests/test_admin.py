@@ -110,6 +110,8 @@ def test_a_filter_the_database_cannot_answer_is_the_admins_error_page_not_a_500(
     assert response.status_code == 302
     assert response["Location"].endswith(f"/admin/{page}/?e=1")
     assert client.get(response["Location"]).status_code == 200
+    again = client.get(f"/admin/{page}/", {lookup: value, "e": "1"})  # typed with the flag
+    assert again.status_code == 400 and "Database error" in again.content.decode()
 
 
 def test_a_json_lookup_the_database_lacks_is_the_admins_error_page_not_a_500(staff, run):
