@@ -786,9 +786,7 @@ def token_create(*, user, name: str | None = None) -> tuple[Token, str]:
 
 def token_revoke(*, user, name: str) -> None:
     # A name no token can have (a NUL, which PostgreSQL's text cannot hold) is looked up nowhere.
-    named = SLUG.fullmatch(name) is not None
-    deleted, _ = Token.objects.filter(user=user, name=name).delete() if named else (0, None)
-    if not deleted:
+    if not SLUG.fullmatch(name) or not Token.objects.filter(user=user, name=name).delete()[0]:
         raise Refused(NO_TOKEN.format(user=user.username, name=name))
 
 
