@@ -53,14 +53,15 @@ def div(home, transactional_db):
     env["SECRET_KEY"] = str(settings.SECRET_KEY)
 
     def run(
-        *args: str, input: str | None = None, timeout: float = 60
+        *args: str, input: str | None = None, timeout: float = 60, **more: str
     ) -> subprocess.CompletedProcess:
+        """div ARGS, with `more` set in its environment besides the test's."""
         return subprocess.run(
             [sys.executable, "-m", "divergent", *args],
             input=input,
             capture_output=True,
             text=True,
-            env=env,
+            env={**env, **more},
             cwd=ROOT,
             timeout=timeout,
         )

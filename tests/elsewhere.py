@@ -64,11 +64,11 @@ class _Empty(BaseHTTPRequestHandler):
         pass
 
 
-class Impostor:
-    """Answers 200 `{}`, as JSON, to every request: an app that is not a div serve."""
+class _Serving:
+    """An HTTP server of this test's, in a thread of its own, on a free port."""
 
-    def __init__(self) -> None:
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Empty)
+    def _serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     @property
@@ -80,7 +80,14 @@ class Impostor:
         self.server.server_close()
 
 
-class Proxy:
+class Impostor(_Serving):
+    """Answers 200 `{}`, as JSON, to every request: an app that is not a div serve."""
+
+    def __init__(self) -> None:
+        self._serve(_Empty)
+
+
+class Proxy(_Serving):
     """A reverse proxy in front of a server, as nginx is: it passes every request on, except
     that it answers `502 Bad Gateway` itself (its own page, as a proxy does) to the first
     `failing` requests whose path ends with `path`."""
@@ -135,16 +142,7 @@ class Proxy:
         self.lock = threading.Lock()
         self.failing = failing
         self.failed: list[str] = []
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self._serve(Handler)
 
 
 BAD_GATEWAY = b"<html><body><h1>502 Bad Gateway</h1></body></html>\n"

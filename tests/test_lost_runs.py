@@ -278,6 +278,20 @@ def hold_the_write_lock() -> subprocess.Popen:
     )
 
 
+def ended_while_locked(launched: subprocess.Popen, run: Run) -> tuple[str, str]:
+    """Let the run's command go (its file `go`) while another process holds SQLite's write
+    lock, from then until 4 s after; launched's stdout and stderr once it has ended."""
+    locker = hold_the_write_lock()
+    try:
+        assert locker.stdout.readline() == "locked\n"
+        (run.files_path / "go").touch()
+        locker.stdin.write("go\n")
+        locker.stdin.flush()
+        return launched.communicate(timeout=60)
+    finally:
+        locker.kill()
+
+
 @pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's write lock")
 def test_ending_a_run_waits_out_a_database_locked_past_its_timeout(div, project):
     """The command ends while another process holds SQLite's write lock for longer than a
@@ -286,19 +300,11 @@ def test_ending_a_run_waits_out_a_database_locked_past_its_timeout(div, project)
     launched = popen(
         div, "run", str(project), "--", sys.executable, "paced.py", DIVERGENT_DB_TIMEOUT="1"
     )
-    locker = None
     try:
         run = wait_for(lambda: Run.objects.filter(points=2).first(), 30, "two points")
-        locker = hold_the_write_lock()
-        assert locker.stdout.readline() == "locked\n"
-        (run.files_path / "go").touch()
-        locker.stdin.write("go\n")  # holds the lock 4 s more, over the run's end
-        locker.stdin.flush()
-        out, err = launched.communicate(timeout=60)
+        out, err = ended_while_locked(launched, run)  # the lock held over the run's end
     finally:
         launched.kill()
-        if locker is not None:
-            locker.kill()
 
     assert launched.returncode == 0, err
     assert "Traceback" not in err

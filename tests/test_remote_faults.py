@@ -118,9 +118,9 @@ def test_a_server_down_for_the_whole_run_gets_all_of_it_from_div_sync(remote, tm
     assert gpu("sync").returncode == 0  # nothing left: nothing to do
 
 
-def kept_run(remote, gpu, folder, steps: int) -> Run:
+def outlived(remote, gpu, folder, steps: int) -> Run:
     """A run whose server went away while it ran, and stayed away to its end: kept for div sync.
-    The server is started again."""
+    The server stays down."""
     before = Run.objects.order_by("pk").values_list("pk", flat=True).last() or 0
     launched = gpu.popen("run", str(folder), *RUN, str(steps), "0.01", "wait")
     try:
@@ -131,6 +131,12 @@ def kept_run(remote, gpu, folder, steps: int) -> Run:
     finally:
         launched.kill()
     assert err == kept_line(remote.url, run.name)
+    return run
+
+
+def kept_run(remote, gpu, folder, steps: int) -> Run:
+    """A run kept for div sync (outlived), with its server started again."""
+    run = outlived(remote, gpu, folder, steps)
     remote.restart()
     return run
 
@@ -370,15 +376,7 @@ def test_a_run_of_another_server_with_the_same_name_keeps_the_first_ones_unsent_
 ):
     folder = project(tmp_path, PACED)
     gpu = remote.machine("alice")
-    launched = gpu.popen("run", str(folder), *RUN, "10", "0.01", "wait")
-    try:
-        run = wait_for(points(2), 30, "two points")
-        remote.kill()
-        go(gpu, run)
-        _, err = launched.communicate(timeout=60)
-    finally:
-        launched.kill()
-    assert err == kept_line(remote.url, run.name)
+    run = outlived(remote, gpu, folder, 10)
 
     number = int(run.name.removeprefix("run-"))
     other, token = another_server(div, tmp_path, next_run=number)
@@ -411,14 +409,7 @@ def test_a_server_whose_database_was_reset_making_the_same_run_again_sets_the_fi
 ):
     folder = project(tmp_path, PACED)
     gpu = remote.machine("alice")
-    launched = gpu.popen("run", str(folder), *RUN, "10", "0.01", "wait")
-    try:
-        run = wait_for(points(2), 30, "two points")
-        remote.kill()
-        go(gpu, run)
-        launched.communicate(timeout=60)
-    finally:
-        launched.kill()
+    run = outlived(remote, gpu, folder, 10)
     earlier = gpu.folder(run.name)
     written = (earlier / "telemetry.jsonl").read_bytes()
 

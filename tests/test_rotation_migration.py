@@ -7,27 +7,16 @@ import json
 import os
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from telemetry import homes, queries
 from telemetry.ingest import Ingester
 from telemetry.models import Run
 from telemetry.tailing import fingerprint, head_length
+from tests.test_storage_migration import migrate
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = ("telemetry", "0006_dashboard")
-
-
-def migrate(target: tuple[str, str] | None = None):
-    """Migrate telemetry to target (its latest when None); the models as they were there."""
-    executor = MigrationExecutor(connection)
-    if target is None:
-        target = executor.loader.graph.leaf_nodes("telemetry")[0]
-    executor.migrate([target])
-    executor.loader.build_graph()
-    return executor.loader.project_state([target]).apps
 
 
 def lines(first: int, count: int) -> bytes:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import html
 import json
-import subprocess
 import sys
 import textwrap
 import time
@@ -21,7 +20,7 @@ from telemetry import encryption, services
 from telemetry.layout import parse_layout
 from telemetry.models import Run, Secret
 from telemetry.runner import NO_COMMAND
-from tests.conftest import ROOT, wait_for
+from tests.conftest import wait_for
 from tests.remote import remote  # noqa: F401  (a fixture)
 
 pytest_plugins = ["tests.personas"]
@@ -423,20 +422,11 @@ GIVEN = "div's: []\ngiven: ['DIVERGENT_RUN', 'DIVERGENT_TELEMETRY_PATH']\nthe ru
 
 
 def test_a_runs_command_is_given_none_of_divs_own_settings(div, project):
-    env = {**div.env, **SERVERS}
     assert div.env["DATABASE_URL"] and div.env["SECRET_KEY"]
     for args, given in ((["secrets", "set", "default", "HF_TOKEN"], SECRET), (["run"], None)):
         if given is None:
             args = ["run", str(project), "--", sys.executable, script(project, "n.py", NAMES)]
-        done = subprocess.run(
-            [sys.executable, "-m", "divergent", *args],
-            input=given,
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=ROOT,
-            timeout=60,
-        )
+        done = div(*args, input=given, **SERVERS)
         assert done.returncode == 0, done.stderr
 
     run = Run.objects.get()

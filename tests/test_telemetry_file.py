@@ -21,7 +21,7 @@ from django.db import connection
 from telemetry import queries, services
 from telemetry.models import Drop, Run
 from tests.conftest import ROOT, wait_for
-from tests.test_lost_runs import hold_the_write_lock
+from tests.test_lost_runs import ended_while_locked
 
 pytest_plugins = ["tests.personas"]
 
@@ -334,19 +334,12 @@ def test_three_rotations_while_the_ingester_waits_on_a_locked_database_lose_no_l
         stderr=subprocess.PIPE,
         text=True,
     )
-    locker = None
     try:
         run = wait_for(lambda: Run.objects.filter(points=20).first(), 30, "20 points")
-        locker = hold_the_write_lock()
-        assert locker.stdout.readline() == "locked\n"
-        (run.files_path / "go").touch()
-        locker.stdin.write("go\n")  # 4 s more: the 140 lines left and 3 rotations happen in 2.8
-        locker.stdin.flush()
-        out, err = launched.communicate(timeout=60)
+        # Held 4 s from the go: the 140 lines left and 3 rotations happen in 2.8.
+        out, err = ended_while_locked(launched, run)
     finally:
         launched.kill()
-        if locker is not None:
-            locker.kill()
 
     assert launched.returncode == 0, err
     assert "Traceback" not in err
